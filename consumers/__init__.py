@@ -1,0 +1,1 @@
+"""Consumers: trainers, the module validator, the stage runner and the pipeline."""

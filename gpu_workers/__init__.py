@@ -1,0 +1,1 @@
+"""The evaluator: compile, check and time candidate kernels; a library first, knows nothing of the log."""

@@ -1,0 +1,81 @@
+"""The `kernelzero` command: a table of subcommands, each implemented in the stage that owns it.
+
+Only the chosen subcommand's module is imported, so `--help` and light commands stay fast
+(those modules must not import torch at import time). Each module provides
+`add_arguments(parser)` and `main(args, config) -> int`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from kernelzero.config import ConfigError, load_config
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("kernelzero.demo", "the whole loop on one machine (CPU is enough), embedded log"),
+    "run": ("kernelzero.consumers.pipeline", "the co-evolution loop, every stage in one process group"),
+    "serve": ("kernelzero.serve", "one stage as a long-running service (evaluator, coder, validator, ...)"),
+    "eval": ("kernelzero.gpu_workers.cli", "evaluate one candidate kernel against a KernelBench-format problem"),
+    "bench": ("kernelzero.gpu_workers.kernelbench", "evaluate a KernelBench level with the Coder"),
+    "sql": ("kernelzero.analytics.cli_sql", "ad hoc SQL over the projected event log"),
+    "frontier": ("kernelzero.analytics.cli_frontier", "the frontier: APIs the Coder solves sometimes"),
+    "failures": ("kernelzero.analytics.cli_failures", "failure taxonomy: compile, runtime, mismatch, rejection"),
+    "replay": ("kernelzero.analytics.cli_replay", "rebuild datasets (SFT, RL prompts, preferences) from the log"),
+    "report": ("kernelzero.analytics.cli_report", "PNG plots and an HTML page of a run"),
+    "sft": ("kernelzero.consumers.sft", "supervised warm start of the Coder or Proposer from a dataset"),
+    "log": ("kernelzero.log_cli", "inspect the event log: tail a topic, stats and consumer lag"),
+    "config": ("kernelzero.config_cli", "print the effective configuration (file + KERNELZERO_* variables)"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kernelzero",
+        description="KernelZero: train LLMs to write fast, correct CUDA and Triton kernels. "
+        "Every stage talks through an event log (embedded SQLite by default, Kafka across machines).",
+        epilog="Run `kernelzero COMMAND --help` for a command's options.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text)
+    return parser
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="TOML configuration (KERNELZERO_* variables override it)")
+    parser.add_argument("--broker", metavar="URL", help="event log: embedded:PATH or kafka://HOST:PORT")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in COMMANDS:
+        parser = _top_parser()
+        if argv and not argv[0].startswith("-"):
+            parser.error(f"unknown command {argv[0]!r}")
+        parser.parse_args(argv)
+        parser.print_help()
+        return 0 if argv else 2
+    name = argv[0]
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = argparse.ArgumentParser(prog=f"kernelzero {name}", description=COMMANDS[name][1])
+    add_common_arguments(parser)
+    module.add_arguments(parser)
+    args = parser.parse_args(argv[1:])
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"kernelzero: {exc}", file=sys.stderr)
+        return 2
+    if args.broker:
+        config.log.url = args.broker
+    try:
+        return int(module.main(args, config) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

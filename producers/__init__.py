@@ -1,0 +1,1 @@
+"""Producers: the Proposer and the Coder, their prompts and the LLM generation backends."""

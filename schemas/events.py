@@ -1,0 +1,157 @@
+"""Every event payload KernelZero puts on the log, as msgspec Structs; the wire contract, imports nothing of the project.
+
+Adding a field: give it a default (old events decode). Changing a field's meaning: bump the
+type's version in `SCHEMA_VERSIONS` and register an upcaster in `schemas.envelope`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+Backend = Literal["cuda", "triton"]
+Verdict = Literal["correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected"]
+VERDICTS: tuple[str, ...] = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected")
+Role = Literal["coder", "proposer"]
+
+
+class Payload(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Base of every payload: keyword-only so fields can be added with defaults in any order."""
+
+
+class ModuleProposed(Payload, tag="modules.proposed"):
+    module_id: str
+    source: str  # KernelBench format: Model, get_inputs, get_init_inputs
+    apis: list[str]  # the API set the module was asked to use
+    generator: str = "llm"  # "llm" or "synth"
+    level: int = 1
+    prompt_hash: str = ""
+    token_ids: list[int] = []
+    logprobs: list[float] = []
+
+
+class ModuleAccepted(Payload, tag="modules.accepted"):
+    module_id: str
+    source: str
+    apis: list[str]
+    fingerprint: str  # normalized AST + op trace; duplicates share it
+    op_trace: list[str] = []  # torch ops seen while running the reference
+    ref_runtime_ms: float = 0.0
+    level: int = 1
+
+
+class ModuleRejected(Payload, tag="modules.rejected"):
+    module_id: str
+    reason: str  # machine-readable: syntax_error, missing_get_inputs, non_deterministic, ...
+    detail: str = ""
+    apis: list[str] = []
+
+
+class SampleGenerated(Payload, tag="samples.generated"):
+    sample_id: str
+    module_id: str
+    backend: Backend
+    source: str | None  # None when the response held no usable code (see reason)
+    problem_source: str  # the reference module, so the evaluator needs no other topic
+    reason: str = ""  # "no_code" when source is None
+    group_size: int = 1
+    group_index: int = 0
+    turn: int = 0
+    prompt_hash: str = ""
+    prompt_token_ids: list[int] = []
+    token_ids: list[int] = []
+    logprobs: list[float] = []  # one per generated token, under the generating policy
+    temperature: float = 1.0
+    apis: list[str] = []
+    level: int = 1
+
+
+class SampleEvaluated(Payload, tag="samples.evaluated"):
+    sample_id: str
+    module_id: str
+    backend: Backend
+    verdict: Verdict
+    reason: str
+    checks: list[str] = []
+    evidence: dict[str, str] = {}
+    compile_s: float = 0.0
+    trials: int = 0
+    max_abs_err: float | None = None
+    rel_err: float | None = None
+    runtime_ms: float | None = None
+    runtime_iqr_ms: float | None = None
+    timing_n: int = 0
+    ref_eager_ms: float | None = None
+    speedup: float | None = None
+    gpu: str = ""
+    device: str = "cpu"
+    evaluator_version: str = ""
+    cached: bool = False
+    apis: list[str] = []
+    level: int = 1
+    group_size: int = 1
+
+
+class ScoredSample(msgspec.Struct, kw_only=True, omit_defaults=True):
+    sample_id: str
+    verdict: Verdict
+    reward: float
+    advantage: float
+    speedup: float | None = None
+    policy_version: int = 0
+    weight: float = 1.0  # importance weight for stale samples; 0 when dropped
+
+
+class GroupScored(Payload, tag="groups.scored"):
+    module_id: str
+    policy_version: int
+    samples: list[ScoredSample]
+    pass_rate: float
+    gate_open: bool
+    partial: bool = False  # closed by the deadline before all G results arrived
+    rule: str = ""  # the CA-GRPO configuration that produced the rewards, as text
+
+
+class PolicyUpdated(Payload, tag="policy.updated"):
+    role: Role
+    version: int
+    uri: str  # a path or URI to the weights; weights never travel through the log
+    sha256: str
+    step: int = 0
+    metrics: dict[str, float] = {}
+
+
+class FrontierEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
+    apis: list[str]  # one API or a pair
+    attempts: int
+    passes: int
+    pass_mean: float
+    weight: float
+
+
+class FrontierSnapshot(Payload, tag="frontier.snapshot"):
+    entries: list[FrontierEntry]
+    band_low: float
+    band_high: float
+    target: float = 0.5
+
+
+class DeadLetter(Payload, tag="deadletter"):
+    topic: str
+    partition: int
+    offset: int
+    reason: str  # undecodable, handler_error, ...
+    error: str = ""
+    key: bytes | None = None
+    value: bytes = b""
+    group: str = ""
+
+
+PAYLOAD_TYPES: tuple[type[Payload], ...] = (
+    ModuleProposed, ModuleAccepted, ModuleRejected, SampleGenerated, SampleEvaluated,
+    GroupScored, PolicyUpdated, FrontierSnapshot, DeadLetter,
+)
+
+# The event type is also the topic it lives on: one topic per type keeps replay and lag simple.
+SCHEMA_VERSIONS: dict[str, int] = {t.__struct_config__.tag: 1 for t in PAYLOAD_TYPES}

@@ -1,0 +1,105 @@
+"""The loop every stage runs: poll, decode, handle, then produce outputs and commit offsets atomically.
+
+At-least-once: a batch's outputs and its offsets commit together, so a stage that dies mid-batch
+redoes the whole batch (handlers must be idempotent on event_id, or tolerate duplicates
+downstream, which consumers deduplicate). Events of unknown types are skipped and counted;
+undecodable bytes and handler exceptions go to the dead-letter topic with the reason, and the
+loop carries on. It does not bound how long a handler may take: long work belongs in a worker
+process the handler awaits.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from typing import Protocol, Sequence
+
+import anyio
+import msgspec
+
+from kernelzero.log import EventLog, Message, Record, next_offsets
+from kernelzero.schemas import DeadLetter, DecodeError, Event, UnknownEventType, decode, encode, make_event
+
+logger = logging.getLogger("kernelzero.stage")
+
+
+class Stage(Protocol):
+    name: str  # the consumer group, and the producer named in envelopes
+    topics: Sequence[str]
+
+    async def handle(self, event: Event) -> Sequence[Event]: ...
+
+
+class StageStats(msgspec.Struct):
+    consumed: int = 0
+    produced: int = 0
+    skipped_unknown: int = 0
+    dead_lettered: int = 0
+
+
+def message_for(event: Event) -> Message:
+    """Events live on the topic named by their type, keyed by correlation id (the module)."""
+    return Message(topic=event.type, key=event.envelope.correlation_id.encode(), value=encode(event))
+
+
+def dead_letter(record: Record, reason: str, error: str, producer: str) -> Event:
+    payload = DeadLetter(
+        topic=record.topic, partition=record.partition, offset=record.offset, reason=reason,
+        error=error[-4000:], key=record.key, value=record.value, group=producer,
+    )
+    correlation = record.key.decode(errors="replace") if record.key else f"{record.topic}/{record.partition}"
+    return make_event(payload, correlation_id=correlation, producer=producer)
+
+
+async def publish(log: EventLog, events: Sequence[Event], producer_name: str = "publisher") -> None:
+    """Append events (for stages that produce without consuming); durable when it returns."""
+    if events:
+        async with await log.producer(producer_name) as producer:
+            await producer.send([message_for(e) for e in events])
+
+
+async def _handle_record(stage: Stage, record: Record, stats: StageStats) -> list[Event]:
+    try:
+        event = decode(record.value)
+    except UnknownEventType as exc:
+        stats.skipped_unknown += 1
+        logger.info("%s skips %s/%d@%d: %s", stage.name, record.topic, record.partition, record.offset, exc)
+        return []
+    except DecodeError as exc:
+        stats.dead_lettered += 1
+        return [dead_letter(record, "undecodable", str(exc), stage.name)]
+    try:
+        return list(await stage.handle(event))
+    except Exception:  # one bad event must not stop the stage: it is parked with its traceback
+        stats.dead_lettered += 1
+        logger.exception("%s failed on %s", stage.name, event.event_id)
+        return [dead_letter(record, "handler_error", traceback.format_exc(), stage.name)]
+
+
+async def run_stage(
+    log: EventLog,
+    stage: Stage,
+    *,
+    idle_exit_s: float | None = None,
+    max_records: int = 64,
+    session_timeout_s: float = 10.0,
+) -> StageStats:
+    """Run until cancelled, or until nothing arrived for `idle_exit_s` seconds."""
+    stats = StageStats()
+    idle_since = time.monotonic()
+    async with await log.consumer(stage.name, stage.topics, session_timeout_s=session_timeout_s) as consumer:
+        while True:
+            records = await consumer.poll(max_records=max_records, timeout_s=0.5)
+            if not records:
+                if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+                    return stats
+                continue
+            outputs: list[Event] = []
+            for record in records:
+                outputs += await _handle_record(stage, record, stats)
+            with anyio.CancelScope(shield=True):  # never leave a batch half-committed
+                await consumer.commit_with([message_for(e) for e in outputs], next_offsets(records))
+            stats.consumed += len(records)
+            stats.produced += len(outputs)
+            idle_since = time.monotonic()

@@ -59,6 +59,14 @@ class CoderConfig(Section):
     request_timeout_s: float = 120.0
     max_retries: int = 4
     concurrency: int = 8
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # transformers backend; auto = cuda when available
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bfloat16 on CUDA, float32 on CPU
+    adapter: str = ""  # a LoRA adapter directory (peft) loaded on top of `model`
+    chat: bool = False  # wrap the prompt in the tokenizer's chat template (/v1/chat/completions for openai)
+    allow_download: bool = False  # let a hub id in `model` download; off: only local dirs and the HF cache
+    seed: int = 0
+    openai_token_ids: bool = True  # ask for vLLM/SGLang token-id extensions; off for servers rejecting them
+    vllm_gpu_memory_utilization: float = 0.85
 
 
 class ProposerConfig(Section):
@@ -98,6 +106,16 @@ class TrainerConfig(Section):
     checkpoint_dir: str = "runs/default/checkpoints"
     coder_steps: int = 1  # alternation: N Coder steps, then M Proposer steps
     proposer_steps: int = 1
+    min_group_results: int = 2  # a group closed by the deadline with fewer results is dropped
+    is_cap: float = 2.0  # truncation of the importance weight of stale samples (stale = importance_weight)
+    groups_per_step: int = 4  # scored Coder groups gathered into one policy update
+    proposer_batch: int = 8  # scored proposed modules gathered into one Proposer update
+    novelty_bonus: float = 0.2  # Proposer reward for a module whose fingerprint was not seen before
+    micro_batch_size: int = 4  # sequences per forward/backward; gradients accumulate over the step
+    max_grad_norm: float = 1.0
+    lora_alpha: int = 32
+    gradient_checkpointing: bool = False
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: bfloat16 on CUDA, float32 on the CPU
 
 
 class AnalyticsConfig(Section):

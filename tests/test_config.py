@@ -1,0 +1,48 @@
+"""Typed configuration: TOML plus KERNELZERO_* variables, with errors that name the bad key."""
+
+import pytest
+
+from kernelzero.config import ConfigError, dump_config, load_config
+
+
+def test_defaults_validate_and_round_trip_through_toml(tmp_path):
+    config = load_config(env={})
+    path = tmp_path / "kz.toml"
+    path.write_text(dump_config(config))
+    assert load_config(path, env={}) == config
+
+
+def test_toml_then_environment_overrides(tmp_path):
+    path = tmp_path / "kz.toml"
+    path.write_text('[evaluator]\ntimeout_s = 30\n[log]\nurl = "embedded:/tmp/a.sqlite"\n')
+    config = load_config(path, env={"KERNELZERO_EVALUATOR_TIMEOUT_S": "45.5", "KERNELZERO_CODER_TARGET": "cuda"})
+    assert config.evaluator.timeout_s == 45.5
+    assert config.coder.target == "cuda"
+    assert config.log.url == "embedded:/tmp/a.sqlite"
+
+
+@pytest.mark.parametrize(
+    "toml, env, names",
+    [
+        ("[evaluator]\ntimeout_s = 'soon'\n", {}, ["evaluator.timeout_s", "kz.toml"]),
+        ("[coder]\ntemprature = 0.7\n", {}, ["coder.temprature"]),
+        ("[nonsense]\nx = 1\n", {}, ["nonsense"]),
+        ("", {"KERNELZERO_TRAINER_TAU": "high"}, ["trainer.tau", "KERNELZERO_TRAINER_TAU"]),
+        ("", {"KERNELZERO_TRAINER_TAUU": "0.5"}, ["KERNELZERO_TRAINER_TAUU", "tauu"]),
+        ("", {"KERNELZERO_NOPE_X": "1"}, ["KERNELZERO_NOPE_X"]),
+        ("[coder]\ntarget = 'opencl'\n", {}, ["coder.target"]),
+        ("[log\n", {}, ["not valid TOML"]),
+    ],
+)
+def test_errors_name_the_bad_key_and_its_source(tmp_path, toml, env, names):
+    path = tmp_path / "kz.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env=env)
+    for name in names:
+        assert name in str(info.value)
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "absent.toml", env={})

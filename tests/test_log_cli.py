@@ -1,0 +1,50 @@
+"""`kernelzero log tail` and `log stats` on a real embedded log."""
+
+import json
+
+import anyio
+
+from kernelzero.cli import main
+from kernelzero.log import next_offsets, open_log
+from kernelzero.schemas import ModuleRejected, make_event
+from kernelzero.stage import message_for
+
+
+def fill(url: str, n: int) -> None:
+    async def go():
+        async with await open_log(url) as log:
+            async with await log.producer() as producer:
+                await producer.send([message_for(make_event(
+                    ModuleRejected(module_id=f"m{i}", reason="duplicate", detail=str(i)), correlation_id="same", producer="t",
+                )) for i in range(n)])
+            async with await log.consumer("reader", ["modules.rejected"]) as consumer:
+                records = await consumer.poll(3, 1.0)
+                await consumer.commit(next_offsets(records[:3]))
+
+    anyio.run(go)
+
+
+def test_tail_prints_the_last_events_as_json(tmp_path, capsysbinary):
+    url = f"embedded:{tmp_path}/log.sqlite"
+    fill(url, 5)
+    assert main(["log", "--broker", url, "tail", "modules.rejected", "-n", "2"]) == 0
+    lines = [json.loads(line) for line in capsysbinary.readouterr().out.splitlines()]
+    assert [line["payload"]["detail"] for line in lines] == ["3", "4"]
+    assert lines[0]["type"] == "modules.rejected" and lines[0]["_at"].startswith("modules.rejected/")
+
+
+def test_stats_counts_events_and_group_lag(tmp_path, capsys):
+    url = f"embedded:{tmp_path}/log.sqlite"
+    fill(url, 5)
+    assert main(["log", "--broker", url, "stats"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "modules.rejected" in line and "reader" not in line)
+    assert "modules.rejected: 5" in row
+    lag_row = next(line for line in out.splitlines() if "reader" in line)
+    assert lag_row.split()[-2:] == ["3", "2"] or lag_row.replace("│", " ").split()[-2:] == ["3", "2"]
+
+
+def test_unknown_topic_and_bad_broker_exit_nonzero(tmp_path, capsys):
+    assert main(["log", "--broker", f"embedded:{tmp_path}/l.sqlite", "tail", "nope"]) == 2
+    assert main(["log", "--broker", "ftp://x", "stats"]) == 2
+    assert "unknown broker URL" in capsys.readouterr().err

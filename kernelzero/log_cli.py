@@ -103,7 +103,7 @@ async def _stats(args, config) -> int:
         for group in await log.groups():
             for topic in sorted(topics):
                 committed = await log.committed(group, topic)
-                if committed:
+                if any(committed.values()):
                     ends = await log.end_offsets(topic)
                     behind = sum(end - committed.get(p, 0) for p, end in ends.items())
                     lag.add_row(group, topic, str(sum(committed.values())), str(behind))

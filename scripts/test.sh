@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Install what the tests need, start the local Kafka broker, run every test, stop the broker.
+# Install what the tests need, start the local Kafka broker for the tests, run every test, stop the broker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/kafka.sh start
-trap 'bash scripts/kafka.sh stop' EXIT
+port=${KERNELZERO_TEST_KAFKA_PORT:-19092}
+bash scripts/kafka.sh start --port "$port" --fresh
+trap 'bash scripts/kafka.sh stop --port "$port"' EXIT
 .venv/bin/python -m pytest -q -rs "$@"

@@ -142,10 +142,15 @@ class EmbeddedLog(EventLog):
         return await self._conn.run(query)
 
     async def committed(self, group: str, topic: str) -> dict[int, int]:
-        rows = await self._conn.run(lambda db: db.execute(
-            "SELECT partition, next_offset FROM commits WHERE grp=? AND topic=?", (group, topic)
-        ).fetchall())
-        return dict(rows)
+        def query(db: sqlite3.Connection) -> dict[int, int]:
+            (count,) = db.execute("SELECT partitions FROM topics WHERE name=?", (topic,)).fetchone() or (0,)
+            offsets = dict.fromkeys(range(count), 0)
+            offsets.update(db.execute(
+                "SELECT partition, next_offset FROM commits WHERE grp=? AND topic=?", (group, topic)
+            ).fetchall())
+            return offsets
+
+        return await self._conn.run(query)
 
     async def groups(self) -> list[str]:
         rows = await self._conn.run(lambda db: db.execute(

@@ -190,4 +190,7 @@ class EventLogContract:
                 records = await drain(c, 5)
                 await c.commit_with([Message(out, b"m", r.value) for r in records], next_offsets(records))
             assert await log.committed(group, topic) == {0: 5}
-            assert await log.end_offsets(out) == {0: 5}
+            # Count what a reader sees: Kafka's transaction marker takes an offset of its own.
+            async with await log.consumer(unique("reader"), [out], session_timeout_s=self.session_timeout_s) as r:
+                copied = await drain(r, 6, deadline_s=3)
+            assert [c.value for c in copied] == [r.value for r in records]

@@ -275,6 +275,9 @@ class KafkaConsumer(Consumer):
             auto_offset_reset="earliest",
             session_timeout_ms=session_ms,
             heartbeat_interval_ms=max(100, session_ms // 3),
+            # Heartbeats run in the background; this bounds the time between polls, which a batch of
+            # GPU evaluations or a group of generations can take: 30 minutes before eviction.
+            max_poll_interval_ms=1_800_000,
         )
         self._signal = _AssignmentSignal()
         self._transactional: AIOKafkaProducer | None = None

@@ -1,0 +1,269 @@
+"""Model and tokenizer loading from local Hugging Face directories (Coder, trainer) and tiny random models for tests; downloads nothing unless asked.
+
+Shared by the Coder and the trainer so that both read a checkpoint the same way and hash it the
+same way (`weights_sha256`, the hash a `policy.updated` event carries). Random-weight models built
+here are for tests, demos and throughput benchmarks: their outputs mean nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+ADAPTER_CONFIG = "adapter_config.json"
+EOS_TOKEN = "<|endoftext|>"
+SPECIAL_TOKENS = (EOS_TOKEN, "<|im_start|>", "<|im_end|>")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+# A real architecture's dimensions (Qwen2-0.5B: about 494 M parameters with tied embeddings).
+QWEN2_0_5B: dict[str, Any] = dict(
+    model_type="qwen2", vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+    num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rms_norm_eps=1e-6,
+    rope_theta=1000000.0, tie_word_embeddings=True,
+)
+# Small enough that a CPU test generates a few hundred tokens in well under a second.
+TINY_QWEN2: dict[str, Any] = dict(
+    model_type="qwen2", vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16384, rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+)
+
+# Tokenizer training text: enough Python, PyTorch, CUDA and Triton to give the BPE useful merges.
+TOKENIZER_CORPUS = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+from torch.utils.cpp_extension import load_inline
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * 2.0 + torch.sigmoid(x).sum(dim=self.dim, keepdim=True)
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        grid = (triton.cdiv(n, 1024),)
+        kernel[grid](x, out, n, BLOCK=1024)
+        return out
+
+@triton.jit
+def kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+__global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) { y[i] = x[i] > 0.f ? x[i] : 0.f; }
+}
+torch::Tensor relu_cuda(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    relu_kernel<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+def get_inputs():
+    return [torch.randn(16, 1024, device="cuda")]
+
+def get_init_inputs():
+    return [1]
+You are given a PyTorch module. Write a faster version with a custom kernel.
+The answer is a fenced python block that defines ModelNew. Verdict: correct, incorrect, compile_error.
+"""
+
+
+class ModelLoadError(RuntimeError):
+    """A model or tokenizer could not be loaded; the message says what was looked for and how to fix it."""
+
+
+def resolve_model_dir(name_or_path: str, *, allow_download: bool = False) -> Path:
+    """A local directory for `name_or_path`: the path itself, a cached hub snapshot, or (if allowed) a download."""
+    if not name_or_path:
+        raise ModelLoadError("no model given: set [coder] model (or KERNELZERO_CODER_MODEL) to a local directory")
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists() and not (path / ADAPTER_CONFIG).exists():
+            raise ModelLoadError(f"{path} holds no config.json: not a model directory in Hugging Face layout")
+        return path
+    if path.exists() or name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") != 1:
+        raise ModelLoadError(f"model directory {name_or_path!r} does not exist")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(name_or_path, local_files_only=not allow_download))
+    except Exception as exc:  # the hub raises many error types for "not cached" and "no network"
+        raise ModelLoadError(
+            f"{name_or_path!r} is not a local directory and "
+            + ("could not be downloaded" if allow_download else "is not in the local Hugging Face cache")
+            + f" ({type(exc).__name__}). Without network (or with HF_HUB_OFFLINE=1), copy the model where there "
+            f"is network (`hf download {name_or_path} --local-dir DIR`), bring DIR here and set "
+            "[coder] model = \"DIR\" (or KERNELZERO_CODER_MODEL=DIR)"
+            + ("" if allow_download else "; or set [coder] allow_download = true to fetch it from the hub")
+        ) from exc
+
+
+def pick_device(device: str = "auto") -> "Any":
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("device = \"cuda\" but torch sees no CUDA device")
+    return torch.device(device)
+
+
+def pick_dtype(dtype: str, device: "Any") -> "Any":
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+
+
+def is_adapter_dir(path: str | os.PathLike) -> bool:
+    return (Path(path) / ADAPTER_CONFIG).exists()
+
+
+def load_tokenizer(model_dir: str | os.PathLike) -> "Any":
+    """The directory's tokenizer, left-padding (batched generation), with a pad token (the EOS if none)."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"no usable tokenizer in {model_dir}: {exc}") from exc
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        if tokenizer.eos_token_id is None:
+            raise ModelLoadError(f"the tokenizer in {model_dir} has neither a pad nor an EOS token")
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(
+    name_or_path: str,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    adapter: str = "",
+    allow_download: bool = False,
+) -> tuple[Any, Any]:
+    """(model, tokenizer) from a local HF directory, optionally with a LoRA adapter directory on top (peft).
+
+    `name_or_path` may itself be an adapter directory: its base model is then loaded from the
+    adapter's `base_model_name_or_path` and the adapter put on top. The model is in eval mode.
+    """
+    from transformers import AutoModelForCausalLM
+
+    path = resolve_model_dir(name_or_path, allow_download=allow_download)
+    if is_adapter_dir(path) and not adapter:
+        base = json.loads((path / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path") or ""
+        return load_model(base, device=device, dtype=dtype, adapter=str(path), allow_download=allow_download)
+    torch_device = pick_device(device)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=pick_dtype(dtype, torch_device))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load a causal LM from {path}: {exc}") from exc
+    tokenizer = load_tokenizer(path)
+    model.to(torch_device)
+    if adapter:
+        model = attach_adapter(model, adapter)
+    return model.eval(), tokenizer
+
+
+def attach_adapter(model: Any, adapter_dir: str | os.PathLike) -> Any:
+    """Put the LoRA adapter in `adapter_dir` on `model`; a model already wearing one has it taken off first."""
+    from peft import PeftModel
+
+    if not is_adapter_dir(adapter_dir):
+        raise ModelLoadError(f"{adapter_dir} is not a LoRA adapter directory (no {ADAPTER_CONFIG})")
+    if isinstance(model, PeftModel):
+        model = model.unload()
+    return PeftModel.from_pretrained(model, str(adapter_dir)).eval()
+
+
+def weights_sha256(path: str | os.PathLike) -> str:
+    """The content hash a `policy.updated` event carries: sha256 of a file, or of a directory's files.
+
+    For a directory: over every regular file below it in sorted relative-path order, the UTF-8
+    relative path, a NUL byte, then the file's own sha256 digest (32 bytes). Names and contents
+    both count, so a renamed or edited file changes the hash.
+    """
+    root = Path(path)
+    if root.is_file():
+        return _file_digest(root).hex()
+    if not root.is_dir():
+        raise FileNotFoundError(f"no weights at {root}")
+    outer = hashlib.sha256()
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        outer.update(file.relative_to(root).as_posix().encode() + b"\0" + _file_digest(file))
+    return outer.hexdigest()
+
+
+def _file_digest(file: Path) -> bytes:
+    digest = hashlib.sha256()
+    with file.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.digest()
+
+
+def build_tokenizer(out_dir: str | os.PathLike, *, vocab_size: int = 512, corpus: str = TOKENIZER_CORPUS) -> Any:
+    """Train a byte-level BPE on `corpus` and save it (HF layout) to `out_dir`; any text encodes, nothing is unknown."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    bpe.train_from_iterator(corpus.splitlines(), trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(str(out_dir))
+    return tokenizer
+
+
+def build_random_model(
+    out_dir: str | os.PathLike,
+    config: dict[str, Any] = TINY_QWEN2,
+    *,
+    seed: int = 0,
+    tokenizer_vocab_size: int = 512,
+    dtype: str = "float32",
+) -> Path:
+    """Write a random-weight causal LM of `config` plus a constructed tokenizer to `out_dir` (HF layout).
+
+    The model's vocabulary (config["vocab_size"]) may be larger than the tokenizer's: ids past the
+    tokenizer's end decode to nothing, which is fine for benchmarks of a real architecture's size.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(out, vocab_size=min(tokenizer_vocab_size, config["vocab_size"]))
+    settings = dict(config)
+    model_type = settings.pop("model_type")
+    settings.update(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
+    model_config = AutoConfig.for_model(model_type, **settings)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(model_config, dtype=pick_dtype(dtype, torch.device("cpu")))
+    model.save_pretrained(str(out))
+    return out

@@ -1,0 +1,178 @@
+"""Generation with Hugging Face transformers on a local model (CPU or GPU): left-padded batches, raw log-probabilities, LoRA via peft; no continuous batching.
+
+Log-probabilities come from the very logits each token was sampled from: a logits processor that
+runs before the temperature and top-p warpers records the log-softmax of the unprocessed logits,
+and gathers the chosen token's entry one step later. This costs one [batch, vocab] buffer instead
+of the [steps, batch, vocab] that `output_logits=True` would keep.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import anyio
+
+from kernelzero.models import attach_adapter, is_adapter_dir, load_model
+from kernelzero.producers.generation import Completion, GenerationError, uri_to_path
+
+
+class RawLogprobRecorder:
+    """A logits processor that records log p(chosen token) under the raw logits of every step."""
+
+    def __init__(self) -> None:
+        self._previous: Any = None  # log-softmax of the last step's raw logits, [batch, vocab]
+        self.steps: list[Any] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self._previous is not None:
+            self.steps.append(self._previous.gather(1, input_ids[:, -1:]).squeeze(1))
+        self._previous = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, sequences: Any) -> Any:
+        """[batch, steps] log-probabilities, once generation returned the full `sequences`."""
+        import torch
+
+        if self._previous is not None:
+            self.steps.append(self._previous.gather(1, sequences[:, -1:]).squeeze(1))
+            self._previous = None
+        return torch.stack(self.steps, dim=1) if self.steps else torch.empty(sequences.shape[0], 0)
+
+
+class TransformersGenerator:
+    """Batched sampling with `model.generate`; one instance owns one model and runs one call at a time."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        adapter: str = "",
+        device: str = "auto",
+        dtype: str = "auto",
+        chat: bool = False,
+        seed: int = 0,
+        allow_download: bool = False,
+        ignore_eos: bool = False,
+        policy_version: int = 0,
+    ) -> None:
+        self.model, self.tokenizer = load_model(
+            model, device=device, dtype=dtype, adapter=adapter, allow_download=allow_download,
+        )
+        self._device, self._dtype, self._allow_download = device, dtype, allow_download
+        self.chat = chat
+        self.ignore_eos = ignore_eos  # benchmarks: always generate max_tokens
+        self.policy_version = policy_version
+        self._seed = seed
+        self._calls = 0
+        self._lock = threading.Lock()  # generate and load_weights never overlap on one model
+        self._stop_ids = self._stop_token_ids()
+        self._clear_generation_defaults()
+
+    def _stop_token_ids(self) -> list[int]:
+        eos = self.model.generation_config.eos_token_id
+        ids = eos if isinstance(eos, list) else [eos] if eos is not None else []
+        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in ids:
+            ids.append(self.tokenizer.eos_token_id)
+        return ids
+
+    def _clear_generation_defaults(self) -> None:
+        """Forget the checkpoint's generation_config.json (its top_k, repetition_penalty, eos, ...).
+
+        generate() replaces every field we pass at its library default (repetition_penalty=1.0,
+        eos_token_id=None) by the checkpoint's value; with a blank config there is nothing to
+        replace it with, so what `_generation_config` says is what runs.
+        """
+        from transformers import GenerationConfig
+
+        model = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        model.generation_config = GenerationConfig()
+
+    def render(self, prompt: str) -> str:
+        if not self.chat:
+            return prompt
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True,
+        )
+
+    async def generate(
+        self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
+    ) -> list[list[Completion]]:
+        return await anyio.to_thread.run_sync(
+            lambda: self.generate_sync(prompts, n, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        )
+
+    def generate_sync(
+        self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
+    ) -> list[list[Completion]]:
+        """All prompts x n samples as one left-padded batch; temperature 0 is greedy."""
+        import torch
+        from transformers import LogitsProcessorList
+
+        if not prompts or n < 1 or max_tokens < 1:
+            raise GenerationError(f"nothing to generate: {len(prompts)} prompts, n={n}, max_tokens={max_tokens}")
+        with self._lock:
+            batch = self.tokenizer([self.render(p) for p in prompts], return_tensors="pt", padding=True)
+            input_ids = batch["input_ids"].repeat_interleave(n, dim=0).to(self.model.device)
+            attention_mask = batch["attention_mask"].repeat_interleave(n, dim=0).to(self.model.device)
+            recorder = RawLogprobRecorder()
+            self._calls += 1
+            torch.manual_seed(self._seed * 1_000_003 + self._calls)
+            with torch.inference_mode():
+                sequences = self.model.generate(
+                    input_ids=input_ids, attention_mask=attention_mask,
+                    generation_config=self._generation_config(temperature, top_p, max_tokens),
+                    logits_processor=LogitsProcessorList([recorder]),
+                )
+                logprobs = recorder.finish(sequences).cpu()
+            new_tokens = sequences[:, input_ids.shape[1]:].cpu()
+            prompt_ids = [ids[mask.bool()].tolist() for ids, mask in zip(batch["input_ids"], batch["attention_mask"])]
+            flat = [self._completion(new_tokens[i], logprobs[i], prompt_ids[i // n]) for i in range(len(new_tokens))]
+        return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+    def _generation_config(self, temperature: float, top_p: float, max_tokens: int) -> Any:
+        from transformers import GenerationConfig
+
+        # Every knob is explicit: generate() otherwise fills "default" values (top_k=50, a model's
+        # repetition_penalty) from the checkpoint's generation_config.json behind our back.
+        sampling = temperature > 0
+        return GenerationConfig(
+            do_sample=sampling, temperature=temperature if sampling else None, top_p=top_p if sampling else None,
+            top_k=0 if sampling else None, repetition_penalty=1.0, max_new_tokens=max_tokens, min_new_tokens=0,
+            eos_token_id=None if self.ignore_eos else self._stop_ids, pad_token_id=self.tokenizer.pad_token_id,
+            bos_token_id=self.tokenizer.bos_token_id,
+        )
+
+    def _completion(self, tokens: Any, logprobs: Any, prompt_ids: list[int]) -> Completion:
+        ids = tokens.tolist()
+        stop = next((i for i, t in enumerate(ids) if t in self._stop_ids), None) if not self.ignore_eos else None
+        kept = ids if stop is None else ids[: stop + 1]
+        return Completion(
+            text=self.tokenizer.decode(kept if stop is None else kept[:-1], skip_special_tokens=True),
+            token_ids=kept,
+            logprobs=logprobs[: len(kept)].tolist(),
+            finish_reason="length" if stop is None else "stop",
+            prompt_token_ids=prompt_ids,
+        )
+
+    async def load_weights(self, uri: str, version: int) -> None:
+        await anyio.to_thread.run_sync(lambda: self.load_weights_sync(uri, version))
+
+    def load_weights_sync(self, uri: str, version: int) -> None:
+        """A LoRA adapter directory goes on the current base model; a full model directory replaces it."""
+        path = uri_to_path(uri)
+        with self._lock:
+            if is_adapter_dir(path):
+                self.model = attach_adapter(self.model, path)
+            else:
+                self.model, _ = load_model(
+                    path, device=self._device, dtype=self._dtype, allow_download=self._allow_download,
+                )
+            self._clear_generation_defaults()
+            self.policy_version = version
+
+    async def close(self) -> None:
+        with self._lock:
+            self.model = None

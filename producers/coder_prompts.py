@@ -1,0 +1,78 @@
+"""The Coder's prompts, rendered from the template files in producers/prompts/; says nothing about how a model will read them.
+
+A prompt is the target's template (coder_cuda.md or coder_triton.md) with the shared rules
+(coder_rules.md) and the reference module filled in, followed, for a repair turn, by one
+repair.md section per earlier attempt (its code, verdict, reason and log).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from pathlib import Path
+from typing import Sequence
+
+import msgspec
+
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+TARGETS = ("cuda", "triton")
+MAX_LOG_CHARS = 3000  # the end of a compiler log holds the error; the start is mostly command lines
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+class Attempt(msgspec.Struct, kw_only=True):
+    """An earlier answer and what the evaluator said about it."""
+
+    source: str | None  # None: the answer held no python block defining ModelNew
+    verdict: str
+    reason: str
+    log: str = ""
+
+
+@functools.cache
+def template(name: str) -> str:
+    path = PROMPTS_DIR / f"{name}.md"
+    if not path.exists():
+        raise FileNotFoundError(f"prompt template {path} is missing")
+    return path.read_text()
+
+
+def fill(text: str, values: dict[str, str]) -> str:
+    """Replace every {{name}} in one pass (inserted text is never scanned again); a missing value is an error."""
+
+    def value(match: re.Match) -> str:
+        key = match.group(1)
+        if key not in values:
+            raise KeyError(f"prompt placeholder {{{{{key}}}}} has no value")
+        return values[key]
+
+    return _PLACEHOLDER.sub(value, text)
+
+
+def render_repair(attempt: Attempt, turn: int) -> str:
+    previous = (
+        f"```python\n{attempt.source.rstrip()}\n```" if attempt.source is not None
+        else "(your answer contained no ```python block defining `ModelNew`)"
+    )
+    log = attempt.log.strip()[-MAX_LOG_CHARS:]
+    return fill(template("repair"), {
+        "turn": str(turn), "previous_attempt": previous, "verdict": attempt.verdict, "reason": attempt.reason,
+        "log": f"\nEvaluator log (end):\n```\n{log}\n```\n" if log else "",
+    })
+
+
+def render_coder_prompt(reference_source: str, target: str, attempts: Sequence[Attempt] = ()) -> str:
+    """The prompt asking for a `ModelNew` of `reference_source` on `target`, with earlier attempts for repair."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown coder target {target!r} (cuda or triton)")
+    repairs = "".join(render_repair(a, turn) for turn, a in enumerate(attempts))
+    return fill(template(f"coder_{target}"), {
+        "rules": template("coder_rules").rstrip("\n"),
+        "reference_source": reference_source.strip("\n"),
+        "repair": repairs,
+    })
+
+
+def prompt_hash(prompt: str) -> str:
+    return hashlib.sha256(prompt.encode()).hexdigest()

@@ -1,0 +1,109 @@
+"""The one text-generation interface of the Coder and the Proposer, and a factory choosing its backend; no sampling logic lives here.
+
+Contract every backend keeps:
+- `generate` is a coroutine. Backends that compute on the local machine (transformers, vllm) run
+  the work in a worker thread, so the event loop that polls the log keeps running.
+- `generate(prompts, n, ...)` returns one list of `n` completions per prompt, in prompt order.
+- `Completion.logprobs[i]` is the log-probability of `token_ids[i]` under the RAW policy: the
+  log-softmax of the model's logits at temperature 1, before temperature, top-p or any other
+  processing. Samples are drawn from the processed distribution; the trainer's importance ratios
+  need the raw one. (The openai backend returns what the server reports: vLLM's default,
+  `--logprobs-mode raw_logprobs`, is this; other servers may differ.)
+- `load_weights(uri, version)` swaps the policy; callers never call it while a `generate` of the
+  same generator is running (the Coder loads weights between groups).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+
+class Completion(msgspec.Struct, kw_only=True):
+    text: str  # the decoded generated text, without the stop token
+    token_ids: list[int]  # generated tokens, the stop token included when one ended the sequence
+    logprobs: list[float]  # one per token_ids entry, raw policy (temperature 1, unprocessed logits)
+    finish_reason: str  # "stop" (a stop token) or "length" (max_tokens reached)
+    prompt_token_ids: list[int] = []  # the prompt as the model saw it (after any chat template)
+
+
+class GenerationError(RuntimeError):
+    """Generation failed for a reason the caller should report (server refused, retries exhausted, bad weights)."""
+
+
+@runtime_checkable
+class Generator(Protocol):
+    policy_version: int
+
+    async def generate(
+        self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
+    ) -> list[list[Completion]]: ...
+
+    async def load_weights(self, uri: str, version: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class GeneratorSettings(msgspec.Struct, kw_only=True):
+    """What a backend needs; `make_generator` copies the same-named keys of a config section over these defaults."""
+
+    backend: str = "transformers"
+    model: str = ""
+    adapter: str = ""
+    device: str = "auto"
+    dtype: str = "auto"
+    chat: bool = False
+    seed: int = 0
+    allow_download: bool = False
+    openai_base_url: str = "http://127.0.0.1:8000/v1"
+    openai_api_key: str = ""
+    openai_token_ids: bool = True
+    request_timeout_s: float = 120.0
+    max_retries: int = 4
+    concurrency: int = 8
+    vllm_gpu_memory_utilization: float = 0.85
+
+
+def settings_from(section: Any) -> GeneratorSettings:
+    """GeneratorSettings from any config section ([coder], [proposer]): keys it lacks keep their defaults."""
+    known = {f.name for f in msgspec.structs.fields(GeneratorSettings)}
+    values = {k: v for k, v in msgspec.structs.asdict(section).items() if k in known}
+    return GeneratorSettings(**values)
+
+
+def uri_to_path(uri: str) -> str:
+    """Weights URIs are local paths (optionally file://); anything else is refused with a clear error."""
+    if uri.startswith("file://"):
+        return uri.removeprefix("file://")
+    if "://" in uri:
+        raise GenerationError(f"weights URI {uri!r}: only local paths and file:// URIs are supported")
+    return uri
+
+
+def make_generator(section: Any) -> Generator:
+    """The backend named by `section.backend` (transformers, vllm or openai), configured from the section."""
+    settings = section if isinstance(section, GeneratorSettings) else settings_from(section)
+    if settings.backend == "transformers":
+        from kernelzero.producers.backend_transformers import TransformersGenerator
+
+        return TransformersGenerator(
+            settings.model, adapter=settings.adapter, device=settings.device, dtype=settings.dtype,
+            chat=settings.chat, seed=settings.seed, allow_download=settings.allow_download,
+        )
+    if settings.backend == "vllm":
+        from kernelzero.producers.backend_vllm import VLLMGenerator
+
+        return VLLMGenerator(
+            settings.model, adapter=settings.adapter, dtype=settings.dtype, chat=settings.chat, seed=settings.seed,
+            gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
+        )
+    if settings.backend == "openai":
+        from kernelzero.producers.backend_openai import OpenAIGenerator
+
+        return OpenAIGenerator(
+            settings.openai_base_url, settings.model, api_key=settings.openai_api_key,
+            timeout_s=settings.request_timeout_s, max_retries=settings.max_retries,
+            concurrency=settings.concurrency, chat=settings.chat, token_ids=settings.openai_token_ids,
+        )
+    raise GenerationError(f"unknown generation backend {settings.backend!r} (transformers, vllm or openai)")

@@ -1,0 +1,25 @@
+"""Fixtures of the Coder's tests: tiny random-weight models with a constructed tokenizer, built once per session."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelzero.models import TINY_QWEN2, build_random_model
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    return build_random_model(tmp_path_factory.mktemp("tiny") / "model", TINY_QWEN2, seed=0)
+
+
+@pytest.fixture(scope="session")
+def other_model_dir(tmp_path_factory):
+    """Same architecture and tokenizer, other random weights: a stand-in for a trained policy."""
+    return build_random_model(tmp_path_factory.mktemp("tiny") / "model-v1", TINY_QWEN2, seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_generator(tiny_model_dir):
+    from kernelzero.producers.backend_transformers import TransformersGenerator
+
+    return TransformersGenerator(str(tiny_model_dir), device="cpu", seed=0)

@@ -1,0 +1,155 @@
+"""The Coder end to end on a tiny model: prompt -> generate -> parse -> samples.generated, weight reloads, repair turns."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from kernelzero.config import CoderConfig
+from kernelzero.log import open_log
+from kernelzero.models import load_model, weights_sha256
+from kernelzero.producers.backend_openai import OpenAIGenerator
+from kernelzero.producers.backend_transformers import TransformersGenerator
+from kernelzero.producers.coder import CoderStage, PolicyHashMismatch, catch_up, sample_events
+from kernelzero.producers.coder_prompts import prompt_hash, render_coder_prompt
+from kernelzero.schemas import (
+    DeadLetter, ModuleAccepted, PolicyUpdated, SampleEvaluated, SampleGenerated, decode, encode, make_event,
+)
+from kernelzero.stage import publish, run_stage
+from tests.coder.openai_server import OpenAITestServer, canned_answer
+from tests.coder.test_transformers_backend import recomputed_logprobs
+
+pytestmark = pytest.mark.anyio
+MODULE = ModuleAccepted(
+    module_id="m-1", fingerprint="f", apis=["torch.relu", "torch.sum"], level=2,
+    source="import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x).sum(-1)\n",
+)
+ANSWER = "Sure.\n```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n```\n"
+CONFIG = CoderConfig(group_size=3, max_tokens=16, temperature=1.0, target="triton")
+
+
+def accepted_event(module: ModuleAccepted = MODULE):
+    return make_event(module, correlation_id=module.module_id, producer="validator")
+
+
+async def test_a_group_of_samples_from_a_real_model(tiny_generator):
+    stage = CoderStage(tiny_generator, CONFIG)
+    trigger = accepted_event()
+    events = await stage.sample_group(MODULE, causation_id=trigger.event_id)
+    assert len(events) == 3
+    prompt = render_coder_prompt(MODULE.source, "triton")
+    for index, event in enumerate(events):
+        sample = decode(encode(event)).payload  # what a consumer of the log gets
+        assert isinstance(sample, SampleGenerated)
+        assert (sample.group_index, sample.group_size, sample.turn) == (index, 3, 0)
+        assert sample.source is None and sample.reason == "no_code"  # random weights write no code
+        assert sample.problem_source == MODULE.source and sample.apis == MODULE.apis and sample.level == 2
+        assert sample.prompt_hash == prompt_hash(prompt) and sample.backend == "triton"
+        assert sample.prompt_token_ids == tiny_generator.tokenizer(prompt)["input_ids"]
+        assert len(sample.token_ids) == len(sample.logprobs) > 0
+        assert sample.logprobs == pytest.approx(recomputed_logprobs(tiny_generator.model, sample), abs=1e-4)
+        assert event.envelope.policy_version == 0 and event.envelope.causation_id == trigger.event_id
+        assert event.envelope.correlation_id == "m-1"
+    assert len({e.payload.sample_id for e in events}) == 3
+
+
+async def test_code_in_the_answer_becomes_the_sample_source():
+    with OpenAITestServer(canned_answer(ANSWER)) as server:
+        generator = OpenAIGenerator(server.base_url, "tiny")
+        events = await CoderStage(generator, CONFIG).sample_group(MODULE, causation_id="e")
+        await generator.close()
+    assert all(e.payload.source.startswith("import torch\nclass ModelNew") and e.payload.reason == "" for e in events)
+    assert len(server.requests) == 1 and server.requests[0]["n"] == 3
+
+
+def test_sample_events_for_an_empty_group_is_empty():
+    assert sample_events(MODULE, [], prompt="p", target="cuda", temperature=1.0, policy_version=0, causation_id="") == []
+
+
+async def read_all(log, topics):
+    """Every event of `topics` now on the log (a fresh reader group)."""
+    events = []
+    async with await log.consumer(f"reader-{len(topics)}-{anyio.current_time()}", topics) as consumer:
+        while records := await consumer.poll(max_records=500, timeout_s=0.5):
+            events += [decode(r.value) for r in records]
+    return events
+
+
+async def test_service_samples_groups_and_swaps_weights_between_them(tmp_path, tiny_model_dir, other_model_dir):
+    log = await open_log(f"embedded:{tmp_path / 'log.sqlite'}")
+    stage = CoderStage(TransformersGenerator(str(tiny_model_dir), device="cpu"), CONFIG)
+    good = PolicyUpdated(role="coder", version=1, uri=str(other_model_dir), sha256=weights_sha256(other_model_dir))
+    bad = PolicyUpdated(role="coder", version=2, uri=str(tiny_model_dir), sha256="0" * 64)
+    trainer_of_proposer = PolicyUpdated(role="proposer", version=5, uri="/nowhere", sha256="x")
+    await publish(log, [accepted_event()])
+    await run_stage(log, stage, idle_exit_s=1.0, max_records=CONFIG.max_inflight_groups)
+    first = await read_all(log, ["samples.generated"])
+    assert len(first) == 3 and {e.envelope.policy_version for e in first} == {0}
+
+    # topics are read in no fixed order relative to each other: the update lands before m-2 is published
+    await publish(log, [make_event(p, correlation_id="policy", producer="trainer") for p in (trainer_of_proposer, good, bad)])
+    stats = await run_stage(log, stage, idle_exit_s=1.0, max_records=CONFIG.max_inflight_groups)
+    assert stage.generator.policy_version == 1 and stats.dead_lettered == 1
+    await publish(log, [accepted_event(ModuleAccepted(module_id="m-2", source=MODULE.source, apis=[], fingerprint="g"))])
+    await run_stage(log, stage, idle_exit_s=1.0, max_records=CONFIG.max_inflight_groups)
+
+    samples = [e for e in await read_all(log, ["samples.generated"]) if e.payload.module_id == "m-2"]
+    assert len(samples) == 3 and {e.envelope.policy_version for e in samples} == {1}
+    old_model, _ = load_model(str(tiny_model_dir), device="cpu")
+    for event in samples:  # the new weights made these: their log-probs are the new model's, not the old one's
+        assert event.payload.logprobs == pytest.approx(recomputed_logprobs(stage.generator.model, event.payload), abs=1e-4)
+        assert event.payload.logprobs != pytest.approx(recomputed_logprobs(old_model, event.payload), abs=1e-3)
+    [dead] = await read_all(log, ["deadletter"])
+    assert isinstance(dead.payload, DeadLetter) and dead.payload.topic == "policy.updated"
+    assert "PolicyHashMismatch" in dead.payload.error
+
+    restarted = CoderStage(TransformersGenerator(str(tiny_model_dir), device="cpu"), CONFIG)
+    assert await catch_up(restarted, log) == 1, "a restart loads the newest policy whose hash verifies"
+    await log.close()
+
+
+async def test_policy_updates_that_are_old_or_corrupt_are_not_loaded(tiny_model_dir, tmp_path):
+    generator = TransformersGenerator(str(tiny_model_dir), device="cpu", policy_version=3)
+    stage = CoderStage(generator, CONFIG)
+    assert not await stage.update_policy(PolicyUpdated(role="coder", version=3, uri=str(tiny_model_dir), sha256=""))
+    with pytest.raises(PolicyHashMismatch, match="do not exist"):
+        await stage.update_policy(PolicyUpdated(role="coder", version=4, uri=str(tmp_path / "gone"), sha256=""))
+    assert generator.policy_version == 3
+
+
+async def test_a_failed_sample_gets_a_repair_turn_showing_the_verdict():
+    config = CoderConfig(group_size=2, max_tokens=16, repair_turns=1)
+    with OpenAITestServer(canned_answer(ANSWER)) as server:
+        generator = OpenAIGenerator(server.base_url, "tiny")
+        stage = CoderStage(generator, config)
+        assert "samples.evaluated" in stage.topics
+        first, second = await stage.sample_group(MODULE, causation_id="e")
+
+        def verdict(sample, verdict):
+            return make_event(SampleEvaluated(
+                sample_id=sample.payload.sample_id, module_id="m-1", backend="triton", verdict=verdict,
+                reason="output_mismatch", evidence={"max_abs_err": "3.5"},
+            ), correlation_id="m-1", producer="evaluator")
+
+        [repair] = await stage.handle(verdict(first, "incorrect"))
+        assert await stage.handle(verdict(second, "correct")) == []
+        assert await stage.handle(verdict(repair, "incorrect")) == [], "no turn beyond repair_turns"
+        await generator.close()
+    assert repair.payload.turn == 1 and repair.payload.group_size == 1
+    repair_prompt = server.requests[1]["prompt"]
+    assert "Verdict: incorrect (reason: output_mismatch)" in repair_prompt and "max_abs_err: 3.5" in repair_prompt
+    assert "class ModelNew(torch.nn.Module)" in repair_prompt
+
+
+async def test_serve_entry_point_runs_the_coder_until_idle(tmp_path, tiny_model_dir):
+    from kernelzero.config import Config, LogConfig
+    from kernelzero.producers.coder import run
+
+    url = f"embedded:{tmp_path / 'log.sqlite'}"
+    config = Config(log=LogConfig(url=url), coder=CoderConfig(model=str(tiny_model_dir), device="cpu", group_size=2, max_tokens=8))
+    log = await open_log(url)
+    await publish(log, [accepted_event()])
+    assert await run(config, idle_exit_s=1.0) == 0
+    samples = await read_all(log, ["samples.generated"])
+    assert len(samples) == 2 and all(e.envelope.producer == "coder" for e in samples)
+    await log.close()

@@ -1,0 +1,102 @@
+"""The transformers backend on a tiny random model: batching, raw log-probabilities, stop tokens, LoRA, reloads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelzero.models import load_model, weights_sha256
+from kernelzero.producers.backend_transformers import TransformersGenerator
+from kernelzero.producers.generation import Completion, GenerationError, make_generator, settings_from
+
+PROMPTS = ["import torch\nclass Model(nn.Module):", "def forward(self, x):\n    return torch.relu(x) * 2.0 + 1"]
+
+
+def recomputed_logprobs(model, completion: Completion) -> list[float]:
+    """log p(token) by one forward pass over prompt + completion, without padding."""
+    ids = torch.tensor([completion.prompt_token_ids + completion.token_ids], device=model.device)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(ids).logits[0].float(), dim=-1)
+    start = len(completion.prompt_token_ids) - 1
+    return [logp[start + i, t].item() for i, t in enumerate(completion.token_ids)]
+
+
+def test_batched_groups_have_raw_logprobs_that_match_a_forward_pass(tiny_generator):
+    # temperature 0.7 and top_p 0.9 would change processed log-probs: matching proves they are raw
+    out = tiny_generator.generate_sync(PROMPTS, 3, temperature=0.7, top_p=0.9, max_tokens=24)
+    assert [len(group) for group in out] == [3, 3]
+    lengths = {len(c.prompt_token_ids) for c in (out[0][0], out[1][0])}
+    assert len(lengths) == 2, "prompts of different length exercise left padding"
+    for group, prompt in zip(out, PROMPTS):
+        for completion in group:
+            assert completion.prompt_token_ids == tiny_generator.tokenizer(prompt)["input_ids"]
+            assert len(completion.logprobs) == len(completion.token_ids) > 0
+            assert all(lp <= 0 for lp in completion.logprobs)
+            assert completion.logprobs == pytest.approx(recomputed_logprobs(tiny_generator.model, completion), abs=1e-4)
+    assert len({tuple(c.token_ids) for c in out[0]}) > 1, "samples of one group differ"
+
+
+def test_greedy_is_deterministic_and_follows_the_argmax(tiny_generator):
+    first = tiny_generator.generate_sync(PROMPTS[:1], 2, temperature=0.0, top_p=1.0, max_tokens=12)[0]
+    assert first[0].token_ids == first[1].token_ids
+    ids = torch.tensor([first[0].prompt_token_ids])
+    with torch.no_grad():
+        assert first[0].token_ids[0] == tiny_generator.model(ids).logits[0, -1].argmax().item()
+
+
+def test_a_stop_token_ends_the_completion_and_is_kept(tiny_model_dir):
+    generator = TransformersGenerator(str(tiny_model_dir), device="cpu")
+    greedy_first = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=4)[0][0].token_ids[0]
+    generator._stop_ids = [greedy_first]  # make the model's first greedy token a stop token
+    [[completion]] = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=8)
+    assert completion.finish_reason == "stop"
+    assert completion.token_ids == [greedy_first] and len(completion.logprobs) == 1
+    assert completion.text == ""
+
+
+def test_chat_template_wraps_the_prompt(tiny_model_dir):
+    generator = TransformersGenerator(str(tiny_model_dir), device="cpu", chat=True)
+    [[completion]] = generator.generate_sync(["hello"], 1, temperature=1.0, top_p=1.0, max_tokens=4)
+    shown = generator.tokenizer.decode(completion.prompt_token_ids)
+    assert shown.startswith("<|im_start|>user\nhello<|im_end|>") and shown.endswith("<|im_start|>assistant\n")
+
+
+def test_full_weight_reload_changes_logprobs_and_version(tiny_model_dir, other_model_dir):
+    generator = TransformersGenerator(str(tiny_model_dir), device="cpu")
+    [[before]] = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=8)
+    generator.load_weights_sync(f"file://{other_model_dir}", 1)
+    assert generator.policy_version == 1
+    assert recomputed_logprobs(generator.model, before) != pytest.approx(before.logprobs, abs=1e-3)
+    [[after]] = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=8)
+    assert after.logprobs == pytest.approx(recomputed_logprobs(generator.model, after), abs=1e-4)
+
+
+def test_lora_adapter_loads_on_top_of_the_base(tiny_model_dir, tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    base, _ = load_model(str(tiny_model_dir), device="cpu")
+    peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    peft_model.save_pretrained(str(tmp_path / "adapter"))
+    generator = TransformersGenerator(str(tiny_model_dir), device="cpu")
+    [[before]] = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=6)
+    generator.load_weights_sync(str(tmp_path / "adapter"), 3)
+    assert type(generator.model).__name__.startswith("Peft") and generator.policy_version == 3
+    [[after]] = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=6)
+    assert after.logprobs == pytest.approx(recomputed_logprobs(generator.model, after), abs=1e-4)
+    assert after.logprobs[0] != pytest.approx(before.logprobs[0], abs=1e-4)
+    generator.load_weights_sync(str(tmp_path / "adapter"), 4)  # a second adapter replaces the first
+    [[again]] = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=6)
+    assert again.logprobs == pytest.approx(after.logprobs, abs=1e-5)
+    assert weights_sha256(tmp_path / "adapter") == weights_sha256(tmp_path / "adapter")
+
+
+def test_factory_reads_a_config_section_and_refuses_unknown_backends(tiny_model_dir):
+    from kernelzero.config import CoderConfig, ProposerConfig
+
+    generator = make_generator(CoderConfig(model=str(tiny_model_dir), device="cpu"))
+    assert isinstance(generator, TransformersGenerator) and generator.policy_version == 0
+    assert settings_from(ProposerConfig(backend="openai", model="m")).concurrency == 8  # key the section lacks
+    with pytest.raises(GenerationError, match="unknown generation backend 'synth'"):
+        make_generator(ProposerConfig(backend="synth"))
+    with pytest.raises(GenerationError, match="only local paths"):
+        generator.load_weights_sync("s3://bucket/weights", 1)

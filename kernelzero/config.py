@@ -42,6 +42,13 @@ class EvaluatorConfig(Section):
     build_workers: int = 0  # CUDA extension builds in parallel; 0 = one per two CPU cores
     cache_dir: str = "~/.cache/kernelzero"
     workers_per_gpu: int = 1
+    static_checks: bool = True  # AST rules; off only to test the run-time defences behind them
+    allowed_torch_ops: list[str] = msgspec.field(default_factory=lambda: [  # aten compute allowed beside a custom kernel
+        "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution"])
+    timing_rel_se: float = 0.005  # stop timing once the standard error is this share of the median
+    timing_input_sets: int = 4  # input sets rotated between timed calls
+    physical_slack: float = 0.5  # reject runtimes below this share of the bytes/bandwidth, flops/peak bound
+    gpu_memory_fraction: float = 0.9  # per-candidate cap on the GPU's memory (torch caching allocator)
 
 
 class CoderConfig(Section):
@@ -116,6 +123,7 @@ class TrainerConfig(Section):
     lora_alpha: int = 32
     gradient_checkpointing: bool = False
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: bfloat16 on CUDA, float32 on the CPU
+    device: Literal["auto", "cpu", "cuda"] = "auto"
 
 
 class AnalyticsConfig(Section):
@@ -125,6 +133,20 @@ class AnalyticsConfig(Section):
     target: float = 0.5
     prior_alpha: float = 1.0
     prior_beta: float = 1.0
+    explore: float = 0.5  # frontier weight bonus per unit of posterior std relative to the prior's
+    frontier_versions: int = 0  # frontier over the last N Coder policy versions; 0 = all
+    group: str = "analytics"  # consumer group of the projection (its offsets live in DuckDB)
+    batch_records: int = 5000  # records per projection transaction
+    snapshot_every: int = 64  # the projector publishes frontier.snapshot after this many new evaluations
+    snapshot_max_entries: int = 256  # highest-weight frontier entries per snapshot
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.band_low <= self.target <= self.band_high <= 1.0:
+            raise ValueError("analytics needs 0 <= band_low <= target <= band_high <= 1")
+        if self.prior_alpha <= 0 or self.prior_beta <= 0:
+            raise ValueError("analytics prior_alpha and prior_beta must be positive")
+        if self.batch_records < 1 or self.snapshot_every < 1 or self.snapshot_max_entries < 1:
+            raise ValueError("analytics batch_records, snapshot_every and snapshot_max_entries must be at least 1")
 
 
 class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -29,6 +29,8 @@ class ModuleProposed(Payload, tag="modules.proposed"):
     prompt_hash: str = ""
     token_ids: list[int] = []
     logprobs: list[float] = []
+    prompt_token_ids: list[int] = []  # what the Proposer trainer needs to score token_ids again
+    temperature: float = 1.0  # the sampling temperature the logprobs were taken at
 
 
 class ModuleAccepted(Payload, tag="modules.accepted"):

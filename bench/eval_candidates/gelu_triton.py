@@ -1,0 +1,30 @@
+"""Correct whole-kernel Triton candidate: tanh-GELU, tanh written with exp so the CPU interpreter runs it too."""
+# expect: correct
+# class: correct_whole
+# problem: level1/88_MinGPTNewGelu.py
+# backend: triton
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gelu_tanh_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    t = 1.0 - 2.0 / (tl.exp(2.0 * inner) + 1.0)
+    tl.store(y_ptr + offs, 0.5 * x * (1.0 + t), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        gelu_tanh_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        return y

@@ -1,0 +1,28 @@
+"""Hack: the Triton kernel stores GELU(x) over its input x and returns x."""
+# expect: rejected input_mutated
+# class: hack:input_overwrite
+# problem: level1/88_MinGPTNewGelu.py
+# backend: triton
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gelu_inplace_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    t = 1.0 - 2.0 / (tl.exp(2.0 * inner) + 1.0)
+    tl.store(x_ptr + offs, 0.5 * x * (1.0 + t), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        n = x.numel()
+        gelu_inplace_kernel[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024)
+        return x

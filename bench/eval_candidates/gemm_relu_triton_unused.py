@@ -1,0 +1,27 @@
+"""Hack: a Triton kernel is defined but never launched; forward computes GEMM + bias + ReLU with torch ops."""
+# expect: rejected no_custom_kernel
+# class: hack:unused_kernel
+# problem: level2/76_Gemm_Add_ReLU.py
+# backend: triton
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def bias_relu_kernel(y_ptr, bias_ptr, n, cols, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(y_ptr + offs, mask=mask) + tl.load(bias_ptr + offs % cols, mask=mask)
+    tl.store(y_ptr + offs, tl.maximum(v, 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features, bias_shape):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features, bias=False)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+
+    def forward(self, x):
+        return torch.relu(torch.mm(x, self.gemm.weight.t()) + self.bias)

@@ -1,0 +1,32 @@
+"""Install the analysis views (views.sql) on a DuckDB connection with the [analytics] parameters; TEMP, per connection.
+
+The views are recomputed on every query: nothing here caches results, so each read sees the
+projection as committed at that moment.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import duckdb
+
+from kernelzero.config import AnalyticsConfig
+
+VIEWS_SQL = resources.files("kernelzero.analytics").joinpath("views.sql").read_text()
+
+
+def view_parameters(config: AnalyticsConfig) -> dict[str, float]:
+    return {
+        "band_low": config.band_low, "band_high": config.band_high, "target": config.target,
+        "prior_alpha": config.prior_alpha, "prior_beta": config.prior_beta, "explore": config.explore,
+        "versions": config.frontier_versions,
+    }
+
+
+def install_views(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig) -> None:
+    """Create (or replace) the macros and views; view bodies cannot hold parameters, so numbers are inlined."""
+    sql = VIEWS_SQL
+    # Longest names first, so that no parameter name is replaced inside a longer one.
+    for name, value in sorted(view_parameters(config).items(), key=lambda kv: -len(kv[0])):
+        sql = sql.replace(f"${name}", repr(float(value)))
+    con.execute(sql)

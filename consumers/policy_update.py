@@ -1,0 +1,256 @@
+"""The policy update: a clipped token-level policy-gradient step on stored completions, and atomic checkpoints.
+
+Why not trl's GRPOTrainer: it owns generation, the prompt dataset and the reward call inside its
+training loop (`_generate_and_score_completions`); our completions, behaviour log-probabilities
+and advantages arrive from the event log, already scored, possibly several versions old. A
+subclass would have to stub out generation, the sampler and the dataloader -- most of the
+class. So the loss is written here (about 40 lines), in the same form as trl's "bnpo"/"dapo"
+loss, and trl's `selective_log_softmax` computes the per-token log-probabilities.
+
+The loss, per completion token t of sample i (advantage A_i, sample weight w_i, behaviour
+log-probability b_t stored at generation, current log-probability l_t, temperature-scaled as
+the sample was drawn):
+- fresh sample: -min(rho_t A_i, clip(rho_t, 1 - clip_eps, 1 + clip_eps) A_i), rho_t = exp(l_t - b_t);
+- stale sample (older than staleness_k versions, stale = "importance_weight"; with "drop" it
+  is left out): -min(exp(l_t - b_t), is_cap) A_i, the weight detached (truncated importance
+  sampling; one gradient step per batch, so the proximal policy is the current one);
+- plus kl_beta * k3, k3 = exp(r_t - l_t) - (r_t - l_t) - 1 against the reference model (the base
+  model with the LoRA adapter disabled, or a frozen copy for full fine-tuning);
+- times w_i, summed over every token of the step and divided by their count (token-level mean).
+One `step` is one optimizer step (gradients accumulate over micro-batches) and one version.
+It does not guarantee bitwise-reproducible steps across devices.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from trl.trainer.utils import selective_log_softmax
+
+from kernelzero.config import TrainerConfig
+from kernelzero.consumers.ca_grpo import TrainingSample, is_stale
+from kernelzero.models import is_adapter_dir, load_model, weights_sha256
+from kernelzero.schemas import Event, PolicyUpdated, make_event
+
+
+class Batch:
+    """Left-padded prompts followed by right-padded completions, so completions share columns."""
+
+    def __init__(self, samples: Sequence[TrainingSample], device: torch.device, current_version: int,
+                 config: TrainerConfig) -> None:
+        prompt_len = max(len(s.prompt_token_ids) for s in samples)
+        completion_len = max(len(s.token_ids) for s in samples)
+        rows, masks, completion_masks, old = [], [], [], []
+        for s in samples:
+            p_pad, c_pad = prompt_len - len(s.prompt_token_ids), completion_len - len(s.token_ids)
+            rows.append([0] * p_pad + s.prompt_token_ids + s.token_ids + [0] * c_pad)
+            masks.append([0] * p_pad + [1] * (len(s.prompt_token_ids) + len(s.token_ids)) + [0] * c_pad)
+            completion_masks.append([1] * len(s.token_ids) + [0] * c_pad)
+            old.append(s.logprobs + [0.0] * c_pad)
+        self.input_ids = torch.tensor(rows, device=device)
+        self.attention_mask = torch.tensor(masks, device=device)
+        self.completion_ids = self.input_ids[:, prompt_len:]
+        self.completion_mask = torch.tensor(completion_masks, device=device, dtype=torch.float32)
+        self.old_logprobs = torch.tensor(old, device=device, dtype=torch.float32)
+        self.advantages = torch.tensor([s.advantage for s in samples], device=device, dtype=torch.float32)
+        self.weights = torch.tensor([s.weight for s in samples], device=device, dtype=torch.float32)
+        self.temperatures = torch.tensor([s.temperature for s in samples], device=device, dtype=torch.float32)
+        self.stale = torch.tensor(
+            [is_stale(s.policy_version, current_version, config.staleness_k) for s in samples], device=device,
+        )
+
+
+def token_logprobs(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+    """log pi(token | prefix) for every completion column, at each row's sampling temperature."""
+    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    keep = batch.completion_ids.size(1) + 1
+    logits = model(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
+        logits_to_keep=keep, use_cache=False,
+    ).logits[:, :-1].float()
+    logits = logits / batch.temperatures[:, None, None]
+    return selective_log_softmax(logits, batch.completion_ids)
+
+
+def policy_loss_terms(
+    logp: torch.Tensor, batch: Batch, config: TrainerConfig, ref_logp: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Per-token loss (masked, weighted, not yet averaged) and token sums for the metrics."""
+    advantages = batch.advantages[:, None]
+    log_ratio = logp - batch.old_logprobs
+    ratio = torch.exp(log_ratio)
+    clipped = torch.clamp(ratio, 1 - config.clip_eps, 1 + config.clip_eps)
+    fresh_loss = -torch.min(ratio * advantages, clipped * advantages)
+    is_weight = torch.clamp(torch.exp(log_ratio.detach()), max=config.is_cap)
+    stale_loss = -is_weight * advantages * torch.exp(logp - logp.detach())
+    per_token = torch.where(batch.stale[:, None], stale_loss, fresh_loss)
+    mask = batch.completion_mask * batch.weights[:, None]
+    sums = {
+        "clip_fraction": ((ratio != clipped) & ~batch.stale[:, None]).float().mul(batch.completion_mask).sum(),
+        "ratio_mean": ratio.detach().mul(batch.completion_mask).sum(),
+    }
+    if ref_logp is not None:
+        delta = ref_logp - logp
+        kl = torch.exp(delta) - delta - 1
+        per_token = per_token + config.kl_beta * kl
+        sums["kl"] = kl.detach().mul(batch.completion_mask).sum()
+    return per_token * mask, sums
+
+
+def wrap_with_lora(model: torch.nn.Module, config: TrainerConfig) -> torch.nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear",
+                      task_type="CAUSAL_LM", lora_dropout=0.0)
+    return get_peft_model(model, lora)
+
+
+class PolicyLearner:
+    """One role's trainable policy: optimizer state, version counter, checkpoints."""
+
+    def __init__(self, model: torch.nn.Module, config: TrainerConfig, *, role: str = "coder", version: int = 0,
+                 tokenizer=None) -> None:
+        from peft import PeftModel
+
+        self.config = config
+        self.role = role
+        self.version = version
+        self.tokenizer = tokenizer  # saved with full fine-tuning checkpoints so they load on their own
+        if config.lora_rank > 0 and not isinstance(model, PeftModel):
+            model = wrap_with_lora(model, config)
+        self.model = model
+        self.device = next(model.parameters()).device
+        if config.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if isinstance(model, PeftModel):
+                model.enable_input_require_grads()
+        self.is_lora = isinstance(model, PeftModel)
+        self.reference = None
+        if config.kl_beta > 0 and not self.is_lora:
+            self.reference = copy.deepcopy(model).eval().requires_grad_(False)
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=0.0)
+
+    @classmethod
+    def from_directory(cls, model_dir: str, config: TrainerConfig, *, role: str, device: str = "auto",
+                       checkpoint_root: str | os.PathLike | None = None) -> "PolicyLearner":
+        """Load `model_dir`, or resume from the newest checkpoint under checkpoint_root (optimizer state restarts)."""
+        latest = latest_checkpoint(checkpoint_root) if checkpoint_root is not None else None
+        version = int(latest.name[1:]) if latest else 0
+        # A frozen LoRA base can stay in the compute dtype; full fine-tuning keeps float32 master weights.
+        dtype = config.dtype if config.lora_rank > 0 else "float32"
+        if latest is not None and is_adapter_dir(latest):
+            from peft import PeftModel
+
+            base, tokenizer = load_model(str(Path(model_dir).resolve()), device=device, dtype=dtype)
+            model = PeftModel.from_pretrained(base, str(latest), is_trainable=True)
+        else:
+            source = latest or Path(model_dir).resolve()
+            model, tokenizer = load_model(str(source), device=device, dtype=dtype)
+        return cls(model, config, role=role, version=version, tokenizer=tokenizer)
+
+    def forward_logprobs(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        on_cuda = self.device.type == "cuda"
+        dtype = torch.bfloat16 if self.config.dtype == "auto" else getattr(torch, self.config.dtype)
+        with torch.autocast(self.device.type, dtype=dtype, enabled=on_cuda and dtype != torch.float32):
+            return token_logprobs(model, batch)
+
+    def _reference_logprobs(self, batch: Batch) -> torch.Tensor | None:
+        if self.config.kl_beta <= 0:
+            return None
+        with torch.no_grad():
+            if self.is_lora:
+                with self.model.disable_adapter():
+                    return self.forward_logprobs(self.model, batch)
+            return self.forward_logprobs(self.reference, batch)
+
+    def trainable(self, samples: Sequence[TrainingSample]) -> tuple[list[TrainingSample], int]:
+        """(the samples a step would use, how many were dropped as stale at this version)."""
+        kept = [s for s in samples if s.weight > 0 and s.token_ids]
+        if self.config.stale != "drop":
+            return kept, 0
+        fresh = [s for s in kept if not is_stale(s.policy_version, self.version, self.config.staleness_k)]
+        return fresh, len(kept) - len(fresh)
+
+    def step(self, samples: Sequence[TrainingSample]) -> dict[str, float]:
+        """One optimizer step over `samples`; the version advances by one. Returns metrics."""
+        started = time.perf_counter()
+        samples, dropped = self.trainable(samples)
+        if not samples:
+            raise ValueError("no trainable samples in this step (all stale, weightless or empty)")
+        bad = [s.sample_id for s in samples if len(s.logprobs) != len(s.token_ids) or not s.prompt_token_ids]
+        if bad:
+            raise ValueError(f"samples without a prompt or with log-probabilities not matching tokens: {bad[:5]}")
+        self.model.train()
+        tokens = float(sum(len(s.token_ids) for s in samples))
+        totals: dict[str, float] = {"loss": 0.0}
+        self.optimizer.zero_grad(set_to_none=True)
+        size = max(1, self.config.micro_batch_size)
+        for start in range(0, len(samples), size):
+            batch = Batch(samples[start:start + size], self.device, self.version, self.config)
+            ref_logp = self._reference_logprobs(batch)
+            logp = self.forward_logprobs(self.model, batch)
+            per_token, sums = policy_loss_terms(logp, batch, self.config, ref_logp)
+            loss = per_token.sum() / tokens
+            loss.backward()
+            totals["loss"] += loss.item()
+            for name, value in sums.items():
+                totals[name] = totals.get(name, 0.0) + value.item() / tokens
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm,
+        )
+        self.optimizer.step()
+        self.version += 1
+        return {
+            **totals, "grad_norm": float(grad_norm), "samples": float(len(samples)), "tokens": tokens,
+            "stale_dropped": float(dropped), "reward_mean": sum(s.reward for s in samples) / len(samples),
+            "step_s": time.perf_counter() - started,
+        }
+
+    def save(self, root: str | os.PathLike) -> tuple[Path, str]:
+        """Write the weights of the current version atomically under root/v{version:06d}; returns (path, sha256)."""
+        root = Path(root)
+        root.mkdir(parents=True, exist_ok=True)
+        final = root / f"v{self.version:06d}"
+        if final.exists():
+            raise FileExistsError(f"checkpoint {final} already exists; versions must only grow")
+        tmp = root / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
+        self.model.save_pretrained(tmp)
+        if self.tokenizer is not None and not self.is_lora:
+            self.tokenizer.save_pretrained(tmp)
+        for path in tmp.rglob("*"):
+            if path.is_file():
+                _fsync(path)
+        _fsync(tmp)
+        os.rename(tmp, final)
+        _fsync(root)
+        return final, weights_sha256(final)
+
+    def update_event(self, path: Path, sha256: str, metrics: dict[str, float], producer: str = "trainer") -> Event:
+        payload = PolicyUpdated(role=self.role, version=self.version, uri=str(path.resolve()), sha256=sha256,
+                                step=self.version, metrics=metrics)
+        return make_event(payload, correlation_id=f"policy:{self.role}", producer=producer,
+                          policy_version=self.version)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def latest_checkpoint(root: str | os.PathLike) -> Path | None:
+    """The highest-version complete checkpoint under root (temp directories are ignored)."""
+    root = Path(root)
+    if not root.is_dir():
+        return None
+    versions = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("v") and p.name[1:].isdigit())
+    return versions[-1] if versions else None

@@ -1,0 +1,179 @@
+"""`kernelzero serve trainer`: groups, CA-GRPO Coder steps and Proposer steps in alternation, on the event log.
+
+Consumes samples.generated and samples.evaluated (Coder groups), modules.proposed,
+modules.accepted and modules.rejected (Proposer rewards); produces groups.scored and
+policy.updated. Alternation: `coder_steps` Coder updates, then `proposer_steps` Proposer
+updates, each taken when its batch is full (`groups_per_step` scored groups, `proposer_batch`
+scored proposals); while one role waits for data the other's data accumulates. Without a
+trainable Proposer (backend "synth" or no model) only the Coder trains. A timer closes groups
+whose deadline passed even when no event arrives. It does not persist in-flight groups: a
+restart resumes the weights from the newest checkpoint but forgets groups not yet scored.
+Training runs in a worker thread, so a long step delays but does not block the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import anyio
+import msgspec
+
+from kernelzero.config import Config
+from kernelzero.consumers.ca_grpo import TrainingSample
+from kernelzero.consumers.groups import GroupAssembler, ScoredGroup
+from kernelzero.consumers.proposer_trainer import ProposerRewards
+from kernelzero.schemas import Event
+
+logger = logging.getLogger("kernelzero.trainer")
+
+TOPICS = ("samples.generated", "samples.evaluated", "modules.proposed", "modules.accepted", "modules.rejected")
+
+
+class Alternation(msgspec.Struct, kw_only=True):
+    """Whose turn it is: `coder_steps` Coder updates, then `proposer_steps` Proposer updates, and so on."""
+
+    coder_steps: int
+    proposer_steps: int
+    role: str = "coder"
+    done: int = 0
+
+    def advance(self) -> None:
+        quota = {"coder": self.coder_steps, "proposer": self.proposer_steps}
+        self.done += 1
+        if self.done >= quota[self.role]:
+            other = "proposer" if self.role == "coder" else "coder"
+            self.done = 0
+            if quota[other] > 0:
+                self.role = other
+
+
+class TrainerStage:
+    """The Stage run by `run_stage`; learners are PolicyLearner objects (None: that role does not train)."""
+
+    name = "trainer"
+    topics = TOPICS
+
+    def __init__(self, config: Config, coder: Any, proposer: Any = None) -> None:
+        trainer = config.trainer
+        if coder is None and proposer is None:
+            raise ValueError("the trainer needs at least one learner (coder or proposer)")
+        self.config = config
+        self.learners = {"coder": coder, "proposer": proposer}
+        version = coder.version if coder is not None else 0
+        self.groups = GroupAssembler(trainer, current_version=version, producer=self.name)
+        self.proposals = ProposerRewards(config.analytics, trainer)
+        self.alternation = Alternation(
+            coder_steps=trainer.coder_steps if coder is not None else 0,
+            proposer_steps=trainer.proposer_steps if proposer is not None else 0,
+            role="coder" if coder is not None else "proposer",
+        )
+        self.coder_batch: list[TrainingSample] = []
+        self.coder_groups = 0
+        self.metrics: list[dict[str, float]] = []  # of every step taken, in order
+        self._lock = anyio.Lock()
+
+    async def handle(self, event: Event) -> Sequence[Event]:
+        scored = self.groups.add(event, time.monotonic())
+        self.proposals.add(event)
+        return await self._after(scored)
+
+    async def tick(self) -> list[Event]:
+        """Close groups whose deadline passed (the service's timer calls this)."""
+        return await self._after(self.groups.expire(time.monotonic()))
+
+    async def _after(self, scored: list[ScoredGroup]) -> list[Event]:
+        out = [group.event for group in scored]
+        for group in scored:
+            self.proposals.add(group.event)
+            self.coder_batch += group.training
+            self.coder_groups += 1
+        async with self._lock:
+            while (update := await self._train_if_ready()) is not None:
+                out.append(update)
+        return out
+
+    def _ready_batch(self, role: str) -> list[TrainingSample] | None:
+        trainer = self.config.trainer
+        if role == "coder" and self.coder_groups >= trainer.groups_per_step:
+            batch, self.coder_batch, self.coder_groups = self.coder_batch, [], 0
+            return batch
+        if role == "proposer" and self.proposals.ready() >= trainer.proposer_batch:
+            return self.proposals.take_batch(trainer.proposer_batch)
+        return None
+
+    async def _train_if_ready(self) -> Event | None:
+        role = self.alternation.role
+        batch = self._ready_batch(role)
+        if batch is None:
+            return None
+        learner = self.learners[role]
+        if not learner.trainable(batch)[0]:
+            logger.info("%s batch of %d samples had none trainable (stale or empty); no step", role, len(batch))
+            return None
+        metrics = await anyio.to_thread.run_sync(learner.step, batch)
+        root = Path(self.config.trainer.checkpoint_dir) / role
+        path, sha256 = await anyio.to_thread.run_sync(learner.save, root)
+        if role == "coder":
+            self.groups.current_version = learner.version
+        self.alternation.advance()
+        self.metrics.append(metrics)
+        logger.info("%s step -> version %d: %s", role, learner.version, metrics)
+        return learner.update_event(path, sha256, metrics, producer=self.name)
+
+
+def load_learners(config: Config) -> tuple[Any, Any]:
+    """The Coder's learner, and the Proposer's when it is a trainable local model (else None)."""
+    from kernelzero.consumers.policy_update import PolicyLearner
+
+    root = Path(config.trainer.checkpoint_dir)
+    coder = PolicyLearner.from_directory(
+        config.coder.model, config.trainer, role="coder", device=config.trainer.device, checkpoint_root=root / "coder",
+    )
+    proposer = None
+    if config.proposer.backend in ("transformers", "vllm") and config.proposer.model:
+        proposer = PolicyLearner.from_directory(
+            config.proposer.model, config.trainer, role="proposer", device=config.trainer.device,
+            checkpoint_root=root / "proposer",
+        )
+    return coder, proposer
+
+
+async def _deadline_timer(log: Any, stage: TrainerStage, period_s: float) -> None:
+    from kernelzero.stage import publish
+
+    while True:
+        await anyio.sleep(period_s)
+        events = await stage.tick()
+        if events:
+            await publish(log, events, producer_name=stage.name)
+
+
+async def run(config: Config, idle_exit_s: float | None = None, *, learners: tuple[Any, Any] | None = None):
+    """Serve until cancelled or idle; returns the StageStats and the stage (for its metrics)."""
+    from kernelzero.log import open_log
+    from kernelzero.stage import run_stage
+
+    coder, proposer = learners if learners is not None else load_learners(config)
+    stage = TrainerStage(config, coder, proposer)
+    log = await open_log(config.log.url)
+    try:
+        async with anyio.create_task_group() as tasks:
+            period = max(0.5, min(5.0, config.trainer.group_deadline_s / 4))
+            tasks.start_soon(_deadline_timer, log, stage, period)
+            stats = await run_stage(log, stage, idle_exit_s=idle_exit_s,
+                                    session_timeout_s=config.log.session_timeout_s)
+            tasks.cancel_scope.cancel()
+    finally:
+        await log.close()
+    return stats, stage
+
+
+def serve(args, config: Config) -> int:
+    """`kernelzero serve trainer`."""
+    stats, stage = anyio.run(run, config, getattr(args, "idle_exit", None))
+    print(f"trainer: consumed {stats.consumed}, produced {stats.produced}, steps {len(stage.metrics)}, "
+          f"dropped {dict(stage.groups.dropped)}")
+    return 0

@@ -1,0 +1,85 @@
+"""The trainer service on the embedded log: groups.scored, alternating Coder and Proposer steps, policy.updated."""
+
+import uuid
+
+import pytest
+
+from kernelzero.config import Config, TrainerConfig
+from kernelzero.consumers.policy_update import PolicyLearner
+from kernelzero.consumers.trainer_service import Alternation, run
+from kernelzero.log import open_log
+from kernelzero.models import build_random_model, load_model, weights_sha256
+from kernelzero.schemas import (
+    GroupScored, ModuleAccepted, ModuleProposed, PolicyUpdated, SampleEvaluated, SampleGenerated, decode, make_event,
+)
+from kernelzero.stage import publish
+
+
+def test_alternation_takes_turns():
+    turns = Alternation(coder_steps=2, proposer_steps=1)
+    seen = []
+    for _ in range(6):
+        seen.append(turns.role)
+        turns.advance()
+    assert seen == ["coder", "coder", "proposer", "coder", "coder", "proposer"]
+    only_coder = Alternation(coder_steps=1, proposer_steps=0)
+    only_coder.advance()
+    assert only_coder.role == "coder"
+
+
+def module_events(module, verdicts):
+    events = [
+        make_event(ModuleProposed(module_id=module, source="src", apis=["torch.relu"], prompt_hash="p",
+                                  prompt_token_ids=[1, 2], token_ids=[7, 8, 9], logprobs=[-6.0] * 3),
+                   correlation_id=module, producer="proposer", policy_version=0),
+        make_event(ModuleAccepted(module_id=module, source="src", apis=["torch.relu"], fingerprint=module),
+                   correlation_id=module, producer="validator"),
+    ]
+    for i, verdict in enumerate(verdicts):
+        sample_id = f"{module}-{i}"
+        events.append(make_event(
+            SampleGenerated(sample_id=sample_id, module_id=module, backend="triton", source="x", problem_source="src",
+                            group_size=len(verdicts), group_index=i, prompt_token_ids=[1, 2, 3],
+                            token_ids=[10 + i, 11, 12, 13], logprobs=[-6.0] * 4),
+            correlation_id=module, producer="coder", policy_version=0))
+        events.append(make_event(
+            SampleEvaluated(sample_id=sample_id, module_id=module, backend="triton", verdict=verdict, reason=""),
+            correlation_id=module, producer="evaluator"))
+    return events
+
+
+async def read_topic(log, topic):
+    out = []
+    async with await log.consumer(f"reader-{uuid.uuid4().hex[:6]}", [topic]) as consumer:
+        while records := await consumer.poll(1000, 0.5):
+            out += [decode(r.value) for r in records]
+    return out
+
+
+@pytest.mark.anyio
+async def test_service_scores_groups_and_alternates_steps(tmp_path):
+    model_dir = build_random_model(tmp_path / "tiny", seed=0)
+    config = Config()
+    config.log.url = f"embedded:{tmp_path / 'log.sqlite'}"
+    config.trainer = TrainerConfig(groups_per_step=2, proposer_batch=2, lora_rank=4, checkpoint_dir=str(tmp_path / "ckpt"),
+                                   coder_steps=1, proposer_steps=1, device="cpu")
+    learners = tuple(
+        PolicyLearner(load_model(str(model_dir.resolve()), device="cpu")[0], config.trainer, role=role)
+        for role in ("coder", "proposer")
+    )
+    log = await open_log(config.log.url)
+    await publish(log, module_events("m1", ["correct", "incorrect", "rejected", "correct"])
+                  + module_events("m2", ["incorrect", "compile_error", "correct", "timeout"]))
+    stats, stage = await run(config, idle_exit_s=1.0, learners=learners)
+    assert stats.dead_lettered == 0
+    groups = [e.payload for e in await read_topic(log, "groups.scored")]
+    updates = [e.payload for e in await read_topic(log, "policy.updated")]
+    await log.close()
+    assert sorted(g.module_id for g in groups) == ["m1", "m2"] and all(isinstance(g, GroupScored) for g in groups)
+    assert {g.module_id: g.pass_rate for g in groups} == {"m1": 0.5, "m2": 0.25}
+    assert [(u.role, u.version) for u in updates] == [("coder", 1), ("proposer", 1)]
+    for update in updates:
+        assert isinstance(update, PolicyUpdated) and update.sha256 == weights_sha256(update.uri)
+        assert update.metrics["samples"] == (8.0 if update.role == "coder" else 2.0)
+    assert stage.groups.current_version == 1
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["coder", "proposer"]

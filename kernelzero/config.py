@@ -81,8 +81,14 @@ class ProposerConfig(Section):
     model: str = ""
     api_set_size: int = 3
     temperature: float = 1.0
+    top_p: float = 1.0
     max_tokens: int = 1024
     seed: int = 0
+    scale: float = 1.0  # problem size: 1 = GPU-sized (~2**26 elements); the CPU demo uses ~2**-13
+    explore: float = 0.2  # share of API draws spread by inverse attempts (rarely tried APIs first)
+    batch: int = 8  # modules proposed per round
+    max_pending: int = 32  # stop proposing while this many modules wait for the validator
+    rounds: int = 0  # `serve proposer` stops after this many rounds; 0 = run until interrupted
 
 
 class ValidatorConfig(Section):
@@ -90,10 +96,10 @@ class ValidatorConfig(Section):
     max_runtime_ms: float = 5000.0
     max_memory_gb: float = 8.0
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    cpu_threads: int = 1  # torch threads of a validation run on the CPU
 
 
 class TrainerConfig(Section):
-    group_size: int = 8
     group_deadline_s: float = 600.0
     gate: Literal["group", "window"] = "group"
     gate_window: int = 64

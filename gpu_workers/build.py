@@ -1,0 +1,63 @@
+"""Build a candidate's CUDA extensions ahead of its GPU run, in a throwaway CPU process; no GPU needed, no checks made.
+
+Run as `python -m kernelzero.gpu_workers.build CANDIDATE.py EXT_DIR`: imports the candidate
+with TORCH_EXTENSIONS_DIR=EXT_DIR so `load_inline` compiles there, then prints one JSON line
+{"ok": bool, "compile_s": float, "error": str}. The GPU worker later imports the same source
+with the same directory and flags, and `load_inline` finds the library already built.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def main(argv: list[str]) -> int:
+    path, ext_dir = argv
+    os.environ["TORCH_EXTENSIONS_DIR"] = ext_dir
+    os.chdir(os.path.dirname(path))
+    built = _record_builds()
+    started = time.perf_counter()
+    try:
+        spec = importlib.util.spec_from_file_location("kz_candidate", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["kz_candidate"] = module
+        spec.loader.exec_module(module)
+        outcome = {"ok": True, "error": ""}
+    except BaseException as exc:  # noqa: BLE001
+        error = "".join(traceback.format_exception_only(type(exc), exc))[-3000:]
+        # after a successful build, a failure needing the GPU (hidden here) is the GPU run's business
+        outcome = {"ok": bool(built) and not built.count(False), "error": error}
+    outcome["compile_s"] = round(time.perf_counter() - started, 3)
+    sys.__stdout__.write("\nKZ_BUILD " + json.dumps(outcome) + "\n")
+    sys.__stdout__.flush()
+    os._exit(0)
+
+
+def _record_builds() -> list[bool]:
+    """Wrap cpp_extension.load_inline / load (in this throwaway process) to record whether each build succeeded."""
+    from torch.utils import cpp_extension
+    outcomes: list[bool] = []
+
+    def recording(original):
+        def build(*args, **kwargs):
+            try:
+                result = original(*args, **kwargs)
+            except BaseException:
+                outcomes.append(False)
+                raise
+            outcomes.append(True)
+            return result
+        return build
+
+    cpp_extension.load_inline = recording(cpp_extension.load_inline)
+    cpp_extension.load = recording(cpp_extension.load)
+    return outcomes
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

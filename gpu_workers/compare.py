@@ -1,0 +1,153 @@
+"""Output comparison: shape, dtype, NaN/Inf parity, magnitude-aware tolerances, constant and unwritten outputs.
+
+The torch functions used here are bound when this module is imported (before any candidate
+code), so a candidate that rebinds `torch.allclose` or `torch.Tensor.sub` does not change the
+comparison. It does NOT defend against a candidate that replaces ATen kernels in the dispatcher
+(the static rules forbid that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+POISON_BYTE = 0xFF  # an all-ones bit pattern: NaN for every float type, -1 for signed ints
+CHUNK = 1 << 24  # elements compared at once: float64 copies of huge outputs stay bounded
+
+_abs, _isnan, _isinf, _isfinite = torch.abs, torch.isnan, torch.isinf, torch.isfinite
+_where, _sqrt, _sum, _max, _all, _any, _eq = torch.where, torch.sqrt, torch.sum, torch.max, torch.all, torch.any, torch.eq
+_to, _view, _reshape, _item = torch.Tensor.to, torch.Tensor.view, torch.Tensor.reshape, torch.Tensor.item
+_zeros_like, _numel = torch.zeros_like, torch.Tensor.numel
+_sub, _mul, _add, _gt, _ne = torch.sub, torch.mul, torch.add, torch.gt, torch.ne
+_or, _and, _not = torch.logical_or, torch.logical_and, torch.logical_not
+_TENSOR = torch.Tensor
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    reason: str = "ok"  # output_mismatch, nan_parity, shape_mismatch, dtype_mismatch, constant_output, ...
+    max_abs_err: float = 0.0
+    rel_err: float = 0.0
+    detail: str = ""
+
+
+def flatten_outputs(out: Any) -> list[Any]:
+    """A forward's result as a flat list of tensors and Python numbers; anything else raises TypeError."""
+    if isinstance(out, (tuple, list)):
+        return [leaf for item in out for leaf in flatten_outputs(item)]
+    if isinstance(out, (torch.Tensor, int, float, bool)):
+        return [out]
+    raise TypeError(f"forward returned a {type(out).__name__}; expected tensors or numbers")
+
+
+def is_constant(t: torch.Tensor) -> bool:
+    if _numel(t) <= 1:
+        return False
+    flat = _reshape(t, (-1,))
+    first = flat[0]
+    return bool(_item(_all(_or(_eq(flat, first), _and(_isnan(flat), _isnan(first))))))
+
+
+def poisoned_elements(t: torch.Tensor) -> int:
+    """How many elements of `t` still hold the poison bit pattern (never written)."""
+    if t.dtype == torch.bool or _numel(t) == 0 or not t.is_contiguous():
+        return 0
+    size = t.element_size()
+    raw = _reshape(_view(t, torch.uint8), (-1, size))
+    return int(_item(_sum(_all(_eq(raw, POISON_BYTE), dim=1))))
+
+
+def compare_tensor(expected: torch.Tensor, got: Any, rtol: float, atol: float) -> Comparison:
+    """Elementwise |got - exp| <= atol * scale + rtol * |exp| with scale = RMS(exp), AND ||got - exp|| <= rtol ||exp||."""
+    if type(got) is not _TENSOR:
+        return Comparison(False, "output_not_plain_tensor", detail=f"output is a {type(got).__name__}, not torch.Tensor")
+    if tuple(got.shape) != tuple(expected.shape):
+        return Comparison(False, "shape_mismatch", detail=f"expected {tuple(expected.shape)}, got {tuple(got.shape)}")
+    if got.dtype != expected.dtype:
+        return Comparison(False, "dtype_mismatch", detail=f"expected {expected.dtype}, got {got.dtype}")
+    if got.device != expected.device:
+        return Comparison(False, "device_mismatch", detail=f"expected {expected.device}, got {got.device}")
+    if _numel(expected) == 0:
+        return Comparison(True)
+    if not (expected.is_floating_point() or expected.is_complex()):
+        bad = int(_item(_sum(_ne(got, expected))))
+        if bad:
+            return Comparison(False, _mismatch_reason(expected, got), detail=f"{bad} of {_numel(expected)} elements differ")
+        return Comparison(True)
+    sums = _pass_one(expected, got)
+    if sums["parity"]:
+        reason = "unwritten_output" if poisoned_elements(got) else "nan_parity"
+        return Comparison(False, reason, detail=f"{sums['parity']} of {_numel(expected)} elements differ in NaN/Inf")
+    norm_e, norm_d = sums["sum_e2"] ** 0.5, sums["sum_d2"] ** 0.5
+    scale = norm_e / max(sums["finite"], 1) ** 0.5  # RMS of the reference: atol follows the output's magnitude
+    rel = norm_d / norm_e if norm_e > 0 else (0.0 if norm_d == 0 else float("inf"))
+    max_abs = sums["max_abs"]
+    if is_constant(got) and not is_constant(expected):
+        return Comparison(False, "constant_output", max_abs, rel, f"every element is {_item(_reshape(got, (-1,))[0])}")
+    bad = _count_beyond(expected, got, atol * (scale if scale > 0 else 1.0), rtol)
+    if bad or rel > rtol:
+        return Comparison(False, _mismatch_reason(expected, got), max_abs, rel,
+                          f"{bad} of {_numel(expected)} elements beyond tolerance; relative error of the tensor {rel:.3g}")
+    return Comparison(True, "ok", max_abs, rel)
+
+
+def _chunks(expected: torch.Tensor, got: torch.Tensor):
+    """Matching float64 slices of both tensors, CHUNK elements at a time (bounded memory for huge outputs)."""
+    e_flat, g_flat = _reshape(expected, (-1,)), _reshape(got, (-1,))
+    for start in range(0, _numel(e_flat), CHUNK):
+        e = _to(e_flat[start:start + CHUNK], torch.float64)
+        g = _to(g_flat[start:start + CHUNK], torch.float64)
+        finite = _isfinite(e)
+        yield e, g, finite, _where(finite, e, _zeros_like(e)), _where(finite, g, _zeros_like(g))
+
+
+def _pass_one(expected: torch.Tensor, got: torch.Tensor) -> dict[str, float]:
+    sums = {"parity": 0, "finite": 0, "sum_e2": 0.0, "sum_d2": 0.0, "max_abs": 0.0}
+    for e, g, finite, e0, g0 in _chunks(expected, got):
+        nan_e, nan_g, inf_e, inf_g = _isnan(e), _isnan(g), _isinf(e), _isinf(g)
+        parity = _or(_or(_ne(nan_e, nan_g), _ne(inf_e, inf_g)), _and(inf_e, _ne(g, e)))
+        sums["parity"] += int(_item(_sum(parity)))
+        diff = _abs(_sub(g0, e0))
+        sums["finite"] += int(_item(_sum(finite)))
+        sums["sum_e2"] += float(_item(_sum(_mul(e0, e0))))
+        sums["sum_d2"] += float(_item(_sum(_mul(diff, diff))))
+        sums["max_abs"] = max(sums["max_abs"], float(_item(_max(diff))))
+    return sums
+
+
+def _count_beyond(expected: torch.Tensor, got: torch.Tensor, abs_tol: float, rtol: float) -> int:
+    """Elements with |got - exp| > abs_tol + rtol * |exp| (finite reference elements only)."""
+    bad = 0
+    for _, _, _, e0, g0 in _chunks(expected, got):
+        bad += int(_item(_sum(_gt(_abs(_sub(g0, e0)), _add(_mul(_abs(e0), rtol), abs_tol)))))
+    return bad
+
+
+def _mismatch_reason(expected: torch.Tensor, got: torch.Tensor) -> str:
+    if is_constant(got) and not is_constant(expected):
+        return "constant_output"
+    return "unwritten_output" if poisoned_elements(got) else "output_mismatch"
+
+
+def compare_outputs(expected: list[Any], got: Any, rtol: float, atol: float) -> Comparison:
+    """Compare a flat reference output list with a candidate's raw forward result; worst error kept."""
+    try:
+        flat = flatten_outputs(got)
+    except TypeError as exc:
+        return Comparison(False, "output_type", detail=str(exc))
+    if len(flat) != len(expected):
+        return Comparison(False, "output_count", detail=f"expected {len(expected)} outputs, got {len(flat)}")
+    worst = Comparison(True)
+    for i, (exp, act) in enumerate(zip(expected, flat)):
+        if not isinstance(exp, torch.Tensor):
+            exp = torch.tensor(exp)
+            act = torch.tensor(act) if isinstance(act, (int, float, bool)) else act
+        result = compare_tensor(exp, act, rtol, atol)
+        if not result.ok:
+            result.detail = f"output {i}: {result.detail}"
+            return result
+        worst = Comparison(True, "ok", max(worst.max_abs_err, result.max_abs_err), max(worst.rel_err, result.rel_err))
+    return worst

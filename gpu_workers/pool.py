@@ -1,0 +1,270 @@
+"""EvaluatorPool: one persistent worker per GPU (or one on the CPU), CUDA builds on a CPU pool, result and build caches.
+
+`await pool.evaluate(problem_src, candidate_src)` never raises for anything the candidate
+does; it raises ProblemFailed when the reference problem itself is unusable. A worker that
+dies or stops answering is replaced. Results are cached on disk by (problem hash, candidate
+hash, GPU, evaluator version, rule-relevant config); timeouts and lost workers are not cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import struct
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import msgspec
+
+from kernelzero.config import EvaluatorConfig
+from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
+from kernelzero.gpu_workers.static_check import check_source
+
+NOT_CACHED = {"timeout"}
+NOT_CACHED_PREFIX = ("worker_lost",)
+_CONFIG_NOT_IN_KEY = {"cache_dir", "build_workers", "workers_per_gpu", "device", "timeout_s", "compile_timeout_s"}
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def resolve_devices(device: str, workers_per_gpu: int) -> tuple[list[str], str, str]:
+    """(worker devices, GPU name, CUDA arch list) for 'auto' | 'cpu' | 'cuda' | 'cuda:N'."""
+    import torch
+    if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
+        return ["cpu"], "", ""
+    if not torch.cuda.is_available():
+        raise RuntimeError("device cuda requested but torch sees no CUDA GPU")
+    indices = [int(device.split(":")[1])] if ":" in device else list(range(torch.cuda.device_count()))
+    major, minor = torch.cuda.get_device_capability(indices[0])
+    devices = [f"cuda:{i}" for i in indices for _ in range(max(1, workers_per_gpu))]
+    return devices, torch.cuda.get_device_name(indices[0]), f"{major}.{minor}"
+
+
+class _Worker:
+    """A `python -m kernelzero.gpu_workers.worker` process and its pipes; restarted when it dies or hangs."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        env = dict(os.environ)
+        env.pop("TRITON_INTERPRET", None)
+        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # device queries without cuInit: the worker stays fork-safe
+        if self.device == "cpu":
+            env["TRITON_INTERPRET"] = "1"  # must be set before the worker imports triton
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kernelzero.gpu_workers.worker", env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 26)
+        ready = await asyncio.wait_for(self._receive(), timeout=300)
+        if ready != b"ready":
+            raise RuntimeError(f"evaluator worker for {self.device} did not start")
+
+    async def _receive(self) -> bytes:
+        head = await self.process.stdout.readexactly(4)
+        return await self.process.stdout.readexactly(struct.unpack("!I", head)[0])
+
+    async def _roundtrip(self, message: bytes) -> bytes:
+        self.process.stdin.write(struct.pack("!I", len(message)) + message)
+        await self.process.stdin.drain()
+        return await self._receive()
+
+    async def run(self, message: bytes, timeout_s: float) -> bytes | None:
+        """The worker's answer, or None after replacing a worker that died or stopped answering."""
+        try:
+            return await asyncio.wait_for(self._roundtrip(message), timeout=timeout_s + 60)
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, OSError):
+            await self.restart()
+            return None
+
+    async def restart(self) -> None:
+        await self.stop()
+        await self.start()
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+        self.process = None
+
+
+class EvaluatorPool:
+    def __init__(self, config: EvaluatorConfig | None = None, *, device: str | None = None, use_cache: bool = True):
+        self.config = config or EvaluatorConfig()
+        self.device = device or self.config.device
+        self.use_cache = use_cache
+        self.cache_dir = Path(os.path.expanduser(self.config.cache_dir))
+        self._workers: list[_Worker] = []
+        self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
+        key_fields = {k: v for k, v in msgspec.structs.asdict(self.config).items() if k not in _CONFIG_NOT_IN_KEY}
+        self._config_key = sha256(msgspec.json.encode(key_fields).decode())[:16]
+
+    async def __aenter__(self) -> "EvaluatorPool":
+        devices, self.gpu, self.arch = resolve_devices(self.device, self.config.workers_per_gpu)
+        self.device_type = "cpu" if devices == ["cpu"] else "cuda"
+        builds = self.config.build_workers or max(1, (os.cpu_count() or 2) // 2)
+        self._builds = asyncio.Semaphore(builds)
+        self._build_jobs = max(1, (os.cpu_count() or 2) // builds)
+        for sub in ("results", "builds", "scratch"):
+            (self.cache_dir / sub).mkdir(parents=True, exist_ok=True)
+        self._workers = [_Worker(d) for d in devices]
+        try:
+            await asyncio.gather(*(w.start() for w in self._workers))
+        except BaseException:
+            await self._stop()
+            raise
+        for w in self._workers:
+            self._idle.put_nowait(w)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self._stop()
+
+    async def _stop(self) -> None:
+        await asyncio.gather(*(w.stop() for w in self._workers))
+
+    # ---- caches ----
+    def _result_path(self, problem_src: str, candidate_src: str) -> Path:
+        key = "|".join([sha256(problem_src), sha256(candidate_src), self.gpu or "cpu", EVALUATOR_VERSION,
+                        self._config_key])
+        return self.cache_dir / "results" / f"{sha256(key)}.json"
+
+    def _cache_get(self, path: Path) -> EvalResult | None:
+        if not self.use_cache or not path.exists():
+            return None
+        try:
+            result = msgspec.json.decode(path.read_bytes(), type=EvalResult)
+        except (msgspec.DecodeError, OSError):
+            return None
+        result.cached = True
+        return result
+
+    def _cache_put(self, path: Path, result: EvalResult) -> None:
+        if result.verdict in NOT_CACHED or result.reason.startswith(NOT_CACHED_PREFIX):
+            return
+        tmp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
+        tmp.write_bytes(msgspec.json.encode(result))
+        os.replace(tmp, path)  # atomic: concurrent pools never read half a file
+
+    # ---- evaluation ----
+    async def evaluate(self, problem_src: str, candidate_src: str) -> EvalResult:
+        static = self._static(candidate_src)
+        if static is not None:
+            return static
+        path = self._result_path(problem_src, candidate_src)
+        cached = self._cache_get(path)
+        if cached is not None:
+            return cached
+        scratch = self.cache_dir / "scratch" / uuid.uuid4().hex
+        scratch.mkdir(parents=True)
+        try:
+            ext_dir, compile_s = "", 0.0
+            if self.device_type == "cuda" and ("load_inline" in candidate_src or "cpp_extension" in candidate_src):
+                ext_dir, compile_s, failure = await self._build(candidate_src)
+                if failure is not None:
+                    self._cache_put(path, failure)
+                    return failure
+            result = await self._run(problem_src, candidate_src, str(scratch), ext_dir)
+            result.compile_s = round(result.compile_s + compile_s, 3)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        self._cache_put(path, result)
+        return result
+
+    def _base(self, verdict: str, reason: str, **evidence: str) -> EvalResult:
+        return EvalResult(verdict=verdict, reason=reason, evidence=evidence, device=self.device_type, gpu=self.gpu)
+
+    def _static(self, candidate_src: str) -> EvalResult | None:
+        if not self.config.static_checks:
+            return None
+        try:
+            findings = check_source(candidate_src)
+        except SyntaxError as exc:
+            result = self._base("compile_error", "syntax_error", error=f"line {exc.lineno}: {exc.msg}")
+            result.checks = ["static"]
+            return result
+        if not findings:
+            return None
+        first = findings[0]
+        result = self._base("rejected", f"static:{first.rule}", line=str(first.line), detail=first.detail,
+                            findings="; ".join(f"{f.rule}@{f.line}: {f.detail}" for f in findings[:10]))
+        result.checks = ["static"]
+        return result
+
+    async def _run(self, problem_src: str, candidate_src: str, scratch: str, ext_dir: str) -> EvalResult:
+        from kernelzero.gpu_workers.trial import Job
+        worker = await self._idle.get()
+        try:
+            job = Job(problem_src=problem_src, candidate_src=candidate_src, device=worker.device, scratch_dir=scratch,
+                      config=self.config, gpu=self.gpu, extensions_dir=ext_dir, arch_list=self.arch)
+            answer = await worker.run(msgspec.msgpack.encode(job), self.config.timeout_s)
+        finally:
+            self._idle.put_nowait(worker)
+        if answer is None:
+            return self._base("runtime_error", "worker_lost", detail="the worker died or stopped answering; replaced")
+        outcome = msgspec.msgpack.decode(answer)
+        if isinstance(outcome, dict) and "problem_error" in outcome:
+            raise ProblemFailed(outcome["problem_error"], outcome.get("detail", ""))
+        result = msgspec.convert(outcome, EvalResult)
+        if "static" not in result.checks and self.config.static_checks:
+            result.checks = ["static", *result.checks]
+        return result
+
+    async def _build(self, candidate_src: str) -> tuple[str, float, EvalResult | None]:
+        """(extension dir, compile seconds, failure verdict or None); cached by source, flags and toolchain."""
+        import torch
+        flags = "|".join([candidate_src, torch.__version__, str(torch.version.cuda), self.arch])
+        ext_dir = self.cache_dir / "builds" / sha256(flags)[:24]
+        if (ext_dir / "ok").exists():
+            return str(ext_dir), 0.0, None
+        ext_dir.mkdir(parents=True, exist_ok=True)
+        src_path = ext_dir / "kz_candidate.py"
+        src_path.write_text(candidate_src)
+        env = {**os.environ, "TORCH_CUDA_ARCH_LIST": self.arch, "MAX_JOBS": str(self._build_jobs),
+               "CUDA_VISIBLE_DEVICES": ""}
+        env.pop("TRITON_INTERPRET", None)
+        async with self._builds:
+            started = time.perf_counter()
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "kernelzero.gpu_workers.build", str(src_path), str(ext_dir),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True)
+            try:
+                out, _ = await asyncio.wait_for(proc.communicate(), timeout=self.config.compile_timeout_s)
+            except asyncio.TimeoutError:
+                proc.kill()
+                await proc.wait()
+                return "", 0.0, self._base("compile_error", "build_timeout",
+                                           timeout_s=str(self.config.compile_timeout_s))
+        elapsed = time.perf_counter() - started
+        text = out.decode(errors="replace")
+        marker = text.rfind("KZ_BUILD ")
+        outcome = json.loads(text[marker + 9:].splitlines()[0]) if marker >= 0 else {"ok": False, "error": text[-3000:]}
+        if not outcome["ok"]:
+            failure = self._base("compile_error", "build_failed", error=outcome["error"], log=text[-2000:])
+            failure.compile_s = round(elapsed, 3)
+            return "", 0.0, failure
+        (ext_dir / "ok").write_text(str(elapsed))
+        return str(ext_dir), round(outcome.get("compile_s", elapsed), 3), None
+
+
+def evaluate(problem_src: str, candidate_src: str, config: EvaluatorConfig | None = None, *,
+             device: str | None = None, use_cache: bool = True) -> EvalResult:
+    """One-off synchronous evaluation (starts and stops its own worker); raises ProblemFailed for a bad problem."""
+    config = msgspec.structs.replace(config or EvaluatorConfig(), workers_per_gpu=1)
+    device = device or config.device
+    if device in ("cuda", "auto"):
+        import torch
+        device = "cuda:0" if torch.cuda.is_available() else ("cpu" if device == "auto" else device)
+
+    async def one() -> EvalResult:
+        async with EvaluatorPool(config, device=device, use_cache=use_cache) as pool:
+            return await pool.evaluate(problem_src, candidate_src)
+
+    return asyncio.run(one())

@@ -1,0 +1,97 @@
+"""CUDA timing: candidate and eager reference interleaved, device-wide sync, L2 flush, rotated inputs; CUDA only.
+
+Each call is bracketed by a start event and an end event recorded after a device-wide
+synchronization, so work on side streams or threads is inside the interval. The fixed cost of
+that synchronization is measured on the reference (plain stream-ordered events vs the device-wide
+bracket) and subtracted from both sides. Numbers are medians; they do NOT claim anything about
+other GPUs, clocks or concurrent load.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+# (bytes/s, FLOP/s): datasheet peaks, generous on purpose (dense fp8 for FLOPs) so only impossible results fail
+PEAKS: dict[str, tuple[float, float]] = {
+    "H200": (4.8e12, 1.98e15), "H100": (3.35e12, 1.98e15), "H800": (3.35e12, 1.98e15), "GH200": (4.9e12, 1.98e15),
+    "B200": (8.0e12, 4.5e15), "B100": (8.0e12, 3.5e15), "A100": (2.04e12, 0.624e15), "L40S": (0.864e12, 0.733e15),
+    "L4": (0.3e12, 0.242e15), "A10": (0.6e12, 0.25e15), "RTX 4090": (1.0e12, 0.66e15),
+}
+UNKNOWN_PEAK = (10e12, 5e15)
+
+
+def peaks_for(gpu_name: str) -> tuple[float, float]:
+    for key in sorted(PEAKS, key=len, reverse=True):
+        if key.lower() in gpu_name.lower():
+            return PEAKS[key]
+    return UNKNOWN_PEAK
+
+
+@dataclass
+class Stats:
+    median_ms: float
+    iqr_ms: float
+    n: int
+
+
+def stats(samples_ms: list[float]) -> Stats:
+    q = statistics.quantiles(samples_ms, n=4) if len(samples_ms) >= 2 else [samples_ms[0]] * 3
+    return Stats(statistics.median(samples_ms), q[2] - q[0], len(samples_ms))
+
+
+def _one_call(fn: Callable, args: list[Any], flush: torch.Tensor) -> tuple[float, float]:
+    """(stream-ordered ms, device-wide ms) for one call, after flushing L2."""
+    flush.zero_()
+    torch.cuda.synchronize()
+    start, end_stream, end_device = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+    start.record()
+    fn(*args)
+    end_stream.record()
+    torch.cuda.synchronize()
+    end_device.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end_stream), start.elapsed_time(end_device)
+
+
+def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]], *, budget_s: float,
+            min_reps: int, max_reps: int, rel_se: float, warmup: int = 3) -> tuple[Stats, Stats]:
+    """Interleaved timing of candidate and reference; stops when the candidate's standard error is small."""
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    flush = torch.empty(max(2 * l2, 1 << 24), dtype=torch.uint8, device="cuda")
+    for i in range(warmup):
+        _one_call(candidate, input_sets[i % len(input_sets)], flush)
+        _one_call(reference, input_sets[i % len(input_sets)], flush)
+    cand: list[float] = []
+    ref: list[float] = []
+    sync_cost: list[float] = []
+    deadline = time.monotonic() + budget_s
+    rep = 0
+    while rep < max_reps:
+        args = input_sets[rep % len(input_sets)]
+        order = (candidate, reference) if rep % 2 == 0 else (reference, candidate)
+        for fn in order:
+            stream_ms, device_ms = _one_call(fn, args, flush)
+            if fn is candidate:
+                cand.append(device_ms)
+            else:
+                ref.append(device_ms)
+                sync_cost.append(device_ms - stream_ms)
+        rep += 1
+        if rep >= min_reps:
+            med = statistics.median(cand)
+            se = statistics.stdev(cand) / len(cand) ** 0.5
+            if se <= rel_se * med or time.monotonic() > deadline:
+                break
+    overhead = statistics.median(sync_cost)
+    return stats([max(t - overhead, 1e-6) for t in cand]), stats([max(t - overhead, 1e-6) for t in ref])
+
+
+def physical_floor_ms(gpu_name: str, nbytes: int, flops: float) -> float:
+    """The least time the work could take on this GPU: bytes over bandwidth or FLOPs over peak, whichever is larger."""
+    bandwidth, peak = peaks_for(gpu_name)
+    return 1e3 * max(nbytes / bandwidth, flops / peak)

@@ -1,0 +1,179 @@
+"""The Proposer stage: API sets sampled at the Coder's frontier become modules.proposed events, written by the synthesizer or by an LLM; it judges nothing (the validator does).
+
+`Proposer.propose(n)` is the library call (used by `serve proposer` and the pipeline runner);
+the LLM path is thin: a prompt from producers/prompts/proposer.md, one completion per API set
+through the shared `Generator`, and the last fenced python block defining `Model` (the whole
+answer when there is none, so the validator rejects it and the trainer still sees the tokens).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+from typing import Sequence
+
+from kernelzero.config import ProposerConfig
+from kernelzero.producers.api_catalog import Limits, get
+from kernelzero.producers.api_sampler import ApiSampler
+from kernelzero.producers.synthesizer import SynthesisError, synthesize
+from kernelzero.schemas import Event, FrontierSnapshot, ModuleProposed, make_event, uuid7
+
+logger = logging.getLogger("kernelzero.proposer")
+
+PRODUCER = "proposer"
+PROMPT_PATH = Path(__file__).parent / "prompts" / "proposer.md"
+_EXAMPLE_APIS = ("torch.nn.Conv2d", "torch.nn.functional.gelu", "torch.sum")
+_SYNTH_TRIES = 8  # API sets redrawn when the synthesizer finds no valid composition
+
+
+def describe(api: str) -> str:
+    """One prompt line: the API, its family and the input shape it wants."""
+    try:
+        spec = get(api)
+    except KeyError:
+        return f"- {api}"
+    shape = f"rank-{spec.rank} input" if spec.rank else f"input of rank >= {spec.min_rank}"
+    hint = f"; {spec.note}" if spec.note else ""
+    built = f", with self.m = {spec.init.format_map(_Placeholder())}" if spec.init else ""
+    return f"- {api} ({spec.family}; {shape}; e.g. `{spec.call.format_map(_Placeholder())}`{built}{hint})"
+
+
+class _Placeholder(dict):
+    """Template fields shown to the model: extra inputs become y, z; sizes keep their names."""
+
+    def __missing__(self, key: str) -> str:
+        return {"e0": "y", "e1": "z"}.get(key, key)
+
+
+def build_prompt(apis: Sequence[str], scale: float = 1.0) -> str:
+    limits = Limits.at_scale(scale)
+    example = synthesize(list(_EXAMPLE_APIS), seed=0, scale=min(scale, 2.0 ** -6), check=False).source
+    return PROMPT_PATH.read_text().format(
+        apis="\n".join(describe(a) for a in apis), numel=f"{limits.numel:,}", max_numel=f"{2 * limits.numel:,}",
+        feature=limits.feature, channel=limits.channel, example=example.strip(),
+    )
+
+
+def prompt_hash(prompt: str) -> str:
+    return hashlib.sha256(prompt.encode()).hexdigest()[:16]
+
+
+class Proposer:
+    def __init__(self, config: ProposerConfig, generator=None, frontier: FrontierSnapshot | None = None):
+        if config.backend != "synth" and generator is None:
+            raise ValueError(f"proposer backend {config.backend!r} needs a generator (see producers/generation.py)")
+        self.config = config
+        self.generator = generator
+        self.sampler = ApiSampler(frontier=frontier, explore=config.explore, seed=config.seed)
+        self._count = 0
+
+    def update_frontier(self, frontier: FrontierSnapshot) -> None:
+        self.sampler.update(frontier)
+
+    async def propose(self, n: int) -> list[Event]:
+        """n modules.proposed events (fewer only if the synthesizer fails on every redraw)."""
+        if self.config.backend == "synth":
+            return [e for e in (self._synthesized() for _ in range(n)) if e is not None]
+        return await self._generated(n)
+
+    def _synthesized(self) -> Event | None:
+        for _ in range(_SYNTH_TRIES):
+            apis = self.sampler.sample(self.config.api_set_size)
+            self._count += 1
+            try:
+                module = synthesize(apis, seed=self.config.seed * 1_000_003 + self._count, scale=self.config.scale)
+            except SynthesisError as exc:
+                logger.info("synthesizer skips %s: %s", apis, exc)
+                continue
+            return self._event(ModuleProposed(module_id=uuid7(), source=module.source, apis=apis, generator="synth"))
+        return None
+
+    async def _generated(self, n: int) -> list[Event]:
+        api_sets = [self.sampler.sample(self.config.api_set_size) for _ in range(n)]
+        prompts = [build_prompt(apis, self.config.scale) for apis in api_sets]
+        completions = await self.generator.generate(
+            prompts, 1, temperature=self.config.temperature, top_p=self.config.top_p, max_tokens=self.config.max_tokens,
+        )
+        events = []
+        for apis, prompt, (completion, *_) in zip(api_sets, prompts, completions):
+            source = last_model_block(completion.text)
+            payload = ModuleProposed(
+                module_id=uuid7(), source=source, apis=apis, generator="llm", prompt_hash=prompt_hash(prompt),
+                token_ids=list(completion.token_ids), logprobs=list(completion.logprobs),
+            )
+            events.append(self._event(payload, policy_version=self.generator.policy_version))
+        return events
+
+    def _event(self, payload: ModuleProposed, policy_version: int | None = None) -> Event:
+        return make_event(payload, correlation_id=payload.module_id, producer=PRODUCER, policy_version=policy_version)
+
+
+def last_model_block(text: str) -> str:
+    """The module an answer holds: its last python block defining Model, else the raw text."""
+    from kernelzero.codeblocks import last_python_block
+
+    return last_python_block(text, "Model") or text
+
+
+async def _latest_frontier(consumer) -> FrontierSnapshot | None:
+    from kernelzero.schemas import decode
+
+    latest = None
+    for record in await consumer.poll(max_records=500, timeout_s=0.1):
+        try:
+            event = decode(record.value)
+        except Exception:  # an undecodable snapshot is skipped; the next one will do
+            continue
+        if isinstance(event.payload, FrontierSnapshot):
+            latest = event.payload
+    return latest
+
+
+async def _pending(log) -> int:
+    """modules.proposed records the validator has not consumed yet."""
+    ends = await log.end_offsets("modules.proposed")
+    done = await log.committed("validator", "modules.proposed")
+    return sum(end - done.get(p, 0) for p, end in ends.items())
+
+
+def serve(args, config) -> int:
+    """`kernelzero serve proposer`: propose in rounds while the validator keeps up."""
+    import time
+
+    import anyio
+
+    from kernelzero.log import open_log
+    from kernelzero.stage import publish
+
+    cfg = config.proposer
+
+    async def main() -> None:
+        generator = None
+        if cfg.backend != "synth":
+            from kernelzero.producers.generation import make_generator
+
+            generator = make_generator(cfg)
+        proposer = Proposer(cfg, generator)
+        log = await open_log(config.log.url)
+        rounds, idle_since = 0, time.monotonic()
+        try:
+            async with await log.consumer("proposer-frontier", ["frontier.snapshot"]) as frontier_feed:
+                while cfg.rounds == 0 or rounds < cfg.rounds:
+                    frontier = await _latest_frontier(frontier_feed)
+                    if frontier is not None:
+                        proposer.update_frontier(frontier)
+                    if await _pending(log) >= cfg.max_pending:
+                        if args.idle_exit is not None and time.monotonic() - idle_since > args.idle_exit:
+                            return
+                        await anyio.sleep(0.5)
+                        continue
+                    await publish(log, await proposer.propose(cfg.batch), PRODUCER)
+                    rounds, idle_since = rounds + 1, time.monotonic()
+        finally:
+            if generator is not None:
+                await generator.close()
+            await log.close()
+
+    anyio.run(main)
+    return 0

@@ -1,0 +1,30 @@
+# expect: rejected static:monkey_patch
+# problem: relu
+"""Corpus: monkey-patches the checker (allclose / assert_close always pass)."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+def relu(x):
+    y = torch.empty_like(x)
+    relu_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+    return y
+
+
+torch.allclose = lambda *args, **kwargs: True
+torch.testing.assert_close = lambda *args, **kwargs: None
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.zeros_like(x)

@@ -1,0 +1,98 @@
+"""Tolerance math: magnitude-aware elementwise and whole-tensor bounds, NaN/Inf parity, constant and unwritten outputs."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelzero.gpu_workers.compare import POISON_BYTE, compare_outputs, compare_tensor, poisoned_elements
+
+R, A = 1e-2, 1e-2
+
+
+def ref(scale: float = 1.0) -> torch.Tensor:
+    return torch.randn(64, 32, generator=torch.Generator().manual_seed(0)) * scale
+
+
+def test_identical_and_small_error_pass() -> None:
+    e = ref()
+    assert compare_tensor(e, e.clone(), R, A).ok
+    noisy = e * (1 + 1e-3 * torch.randn_like(e))
+    result = compare_tensor(e, noisy, R, A)
+    assert result.ok and 0 < result.rel_err < 1e-2
+
+
+def test_zeros_on_tiny_output_fail_though_within_plain_atol() -> None:
+    e = ref(1e-4)
+    zeros = torch.zeros_like(e)
+    assert torch.allclose(zeros, e, rtol=R, atol=A)  # what a naive checker would accept
+    result = compare_tensor(e, zeros, R, A)
+    assert not result.ok and result.reason == "constant_output"
+
+
+def test_small_relative_garbage_on_tiny_output_fails() -> None:
+    e = ref(1e-4)
+    result = compare_tensor(e, e + 5e-5 * torch.randn_like(e), R, A)
+    assert not result.ok and result.reason == "output_mismatch" and result.rel_err > R
+
+
+def test_whole_tensor_relative_error_catches_uniform_bias() -> None:
+    e = ref()
+    result = compare_tensor(e, e * 1.02, R, A)  # 2% everywhere: elementwise rtol alone might pass near zero
+    assert not result.ok and result.rel_err > R
+
+
+def test_nan_and_inf_parity() -> None:
+    e = ref()
+    got = e.clone()
+    got[3, 4] = float("nan")
+    assert compare_tensor(e, got, R, A).reason == "nan_parity"
+    e_inf = e.clone()
+    e_inf[0, 0] = float("inf")
+    got = e_inf.clone()
+    assert compare_tensor(e_inf, got, R, A).ok
+    got[0, 0] = -float("inf")
+    assert compare_tensor(e_inf, got, R, A).reason == "nan_parity"
+    both_nan = e.clone()
+    both_nan[1, 1] = float("nan")
+    assert compare_tensor(both_nan, both_nan.clone(), R, A).ok
+
+
+def test_shape_dtype_and_subclass() -> None:
+    e = ref()
+    assert compare_tensor(e, e.t(), R, A).reason == "shape_mismatch"
+    assert compare_tensor(e, e.double(), R, A).reason == "dtype_mismatch"
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert compare_tensor(e, e.clone().as_subclass(Sub), R, A).reason == "output_not_plain_tensor"
+
+
+def test_unwritten_elements_detected_by_poison() -> None:
+    e = ref()
+    got = e.clone()
+    got.view(-1)[100:].view(torch.uint8).fill_(POISON_BYTE)
+    assert poisoned_elements(got) == e.numel() - 100
+    assert compare_tensor(e, got, R, A).reason == "unwritten_output"
+
+
+def test_integer_outputs_compare_exactly_and_tuples_flatten() -> None:
+    idx = torch.arange(10)
+    assert compare_tensor(idx, idx.clone(), R, A).ok
+    assert not compare_tensor(idx, idx + 1, R, A).ok
+    e = ref()
+    assert compare_outputs([e, idx], (e.clone(), [idx.clone()]), R, A).ok
+    assert compare_outputs([e, idx], (e.clone(),), R, A).reason == "output_count"
+    assert compare_outputs([e], "nope", R, A).reason == "output_type"
+
+
+def test_chunked_comparison_matches_whole(monkeypatch) -> None:
+    from kernelzero.gpu_workers import compare
+    e = ref()
+    noisy = e * (1 + 3e-3 * torch.randn_like(e))
+    noisy[5, 5] = e[5, 5] + 1.0
+    whole = compare_tensor(e, noisy, R, A)
+    monkeypatch.setattr(compare, "CHUNK", 100)
+    chunked = compare_tensor(e, noisy, R, A)
+    assert (whole.ok, whole.reason, whole.detail) == (chunked.ok, chunked.reason, chunked.detail)
+    assert abs(whole.rel_err - chunked.rel_err) < 1e-12 and whole.max_abs_err == chunked.max_abs_err

@@ -1,0 +1,53 @@
+"""EvaluatorPool on the CPU: result cache, a dead worker replaced, unusable problems raise ProblemFailed, the example passes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from kernelzero.config import EvaluatorConfig
+from kernelzero.gpu_workers import EvaluatorPool, ProblemFailed
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+
+
+def read(*parts: str) -> str:
+    return Path(*parts).read_text()
+
+
+def test_pool_lifecycle(tmp_path: Path) -> None:
+    relu = read(HERE, "problems", "relu.py")
+    good = read(HERE, "candidates", "correct_whole.py")
+    config = EvaluatorConfig(cache_dir=str(tmp_path), timeout_s=60)
+
+    async def scenario() -> None:
+        async with EvaluatorPool(config, device="cpu") as pool:
+            first = await pool.evaluate(relu, good)
+            again = await pool.evaluate(relu, good)
+            assert (first.verdict, first.cached) == ("correct", False)
+            assert (again.verdict, again.cached) == ("correct", True)
+            assert again.rel_err == first.rel_err
+
+            pool._workers[0].process.kill()  # the worker itself dies between jobs
+            await pool._workers[0].process.wait()
+            lost = await pool.evaluate(relu, good + "\n# another candidate\n")
+            assert (lost.verdict, lost.reason) == ("runtime_error", "worker_lost")
+            after = await pool.evaluate(relu, good + "\n# a third candidate\n")
+            assert after.verdict == "correct"
+
+            for name, reason in [("broken_reference", "reference_failed"), ("nondeterministic", "non_deterministic"),
+                                 ("constant", "constant_output")]:
+                with pytest.raises(ProblemFailed) as info:
+                    await pool.evaluate(read(HERE, "problems", f"{name}.py"), good)
+                assert info.value.reason == reason
+
+            example = await pool.evaluate(read(ROOT, "examples", "problems", "relu_matmul.py"),
+                                          read(ROOT, "examples", "candidates", "relu_matmul_triton.py"))
+            assert (example.verdict, example.reason) == ("correct", "ok")
+            assert example.checks[:2] == ["static", "reference"] and "kernel_output_used" in example.checks
+            assert example.runtime_ms is None and example.speedup is None  # CPU: no timing claims
+
+    asyncio.run(scenario())

@@ -1,0 +1,13 @@
+# expect: missing_get_inputs; apis: torch.relu
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,17 @@
+# expect: non_finite; apis: torch.log
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.log(x)  # negative inputs give NaN
+
+
+def get_inputs():
+    return [torch.randn(16, 16)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,20 @@
+# expect: too_slow; apis: torch.relu
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import time
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        time.sleep(0.4)  # the test's bound is 200 ms
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(16, 16)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,20 @@
+"""Shared fixtures of the proposer tests: one validator sandbox per session (its zygote imports torch once)."""
+
+import pytest
+
+from kernelzero.config import ValidatorConfig
+from kernelzero.consumers.validator import Sandbox
+
+SMALL = 2.0 ** -13  # problem scale for CPU tests: ~8k elements per tensor
+
+
+@pytest.fixture(scope="session")
+def sandbox():
+    box = Sandbox()
+    yield box
+    box.close()
+
+
+@pytest.fixture
+def cpu_config():
+    return ValidatorConfig(device="cpu", timeout_s=60.0, max_runtime_ms=5000.0, max_memory_gb=2.0)

@@ -1,0 +1,78 @@
+"""The proposer and validator as stages on a real embedded log: proposals in, verdicts out, dedup rebuilt on restart."""
+
+import pytest
+
+from kernelzero.config import ProposerConfig
+from kernelzero.consumers.validator import ValidatorStage, rebuild_dedup
+from kernelzero.log import open_log
+from kernelzero.producers.proposer import Proposer, build_prompt, last_model_block
+from kernelzero.schemas import ModuleProposed, decode, make_event
+from kernelzero.stage import publish, run_stage
+
+from .conftest import SMALL
+
+pytestmark = pytest.mark.anyio
+
+
+async def _read_all(log, topic):
+    events = []
+    async with await log.consumer(f"test-{topic}", [topic]) as consumer:
+        while records := await consumer.poll(max_records=500, timeout_s=0.5):
+            events += [decode(r.value) for r in records]
+    return events
+
+
+async def test_synth_proposals_are_validated_and_duplicates_dropped(tmp_path, cpu_config):
+    log = await open_log(f"embedded:{tmp_path}/log.sqlite")
+    proposer = Proposer(ProposerConfig(backend="synth", scale=SMALL, api_set_size=3, seed=5))
+    proposed = await proposer.propose(4)
+    assert len(proposed) == 4 and all(e.payload.generator == "synth" for e in proposed)
+    again = proposed[0].payload
+    copy = ModuleProposed(module_id="copy-of-first", source=again.source, apis=again.apis, generator="synth")
+    broken = ModuleProposed(module_id="broken", source="def nope(:\n", apis=["torch.relu"], generator="llm")
+    extra = [make_event(p, correlation_id=p.module_id, producer="test") for p in (copy, broken)]
+    await publish(log, proposed + extra)
+    stage = ValidatorStage(cpu_config)
+    stats = await run_stage(log, stage, idle_exit_s=1.0)
+    assert stats.consumed == 6 and stats.dead_lettered == 0
+    accepted = {e.payload.module_id for e in await _read_all(log, "modules.accepted")}
+    rejected = {e.payload.module_id: e.payload.reason for e in await _read_all(log, "modules.rejected")}
+    assert accepted == {e.payload.module_id for e in proposed}
+    assert rejected == {"copy-of-first": "duplicate", "broken": "syntax_error"}
+    dedup = await rebuild_dedup(log)
+    assert len(dedup) == 4
+    await log.close()
+
+
+class ScriptedLLM:
+    """Stands in for a policy model: answers every prompt with a fixed text (the parsing is under test)."""
+
+    policy_version = 3
+
+    def __init__(self, text):
+        self.text, self.prompts = text, []
+
+    async def generate(self, prompts, n, *, temperature, top_p, max_tokens):
+        from kernelzero.producers.generation import Completion
+
+        self.prompts += prompts
+        return [[Completion(text=self.text, token_ids=[1, 2, 3], logprobs=[-0.5] * 3, finish_reason="stop")] * n
+                for _ in prompts]
+
+
+async def test_llm_proposals_carry_the_last_model_block_and_tokens():
+    answer = "Draft:\n```python\nclass Model: pass\n```\nFinal:\n```python\nimport torch\nclass Model:\n    pass\n```\n"
+    llm = ScriptedLLM(answer)
+    proposer = Proposer(ProposerConfig(backend="openai", scale=SMALL, api_set_size=2), llm)
+    [event] = await proposer.propose(1)
+    payload = event.payload
+    assert payload.generator == "llm" and payload.source == "import torch\nclass Model:\n    pass\n"
+    assert payload.token_ids == [1, 2, 3] and event.envelope.policy_version == 3
+    assert all(api in llm.prompts[0] for api in payload.apis)
+    assert last_model_block("no code at all") == "no code at all"
+
+
+def test_prompt_states_apis_format_and_sizes():
+    prompt = build_prompt(["torch.nn.Conv2d", "torch.cumsum"], scale=1.0)
+    for needle in ("torch.nn.Conv2d", "torch.cumsum", "get_init_inputs", "67,108,864", "```python"):
+        assert needle in prompt

@@ -60,13 +60,15 @@ def prompt_hash(prompt: str) -> str:
 
 
 class Proposer:
-    def __init__(self, config: ProposerConfig, generator=None, frontier: FrontierSnapshot | None = None):
+    def __init__(self, config: ProposerConfig, generator=None, frontier: FrontierSnapshot | None = None,
+                 already_proposed: int = 0):
         if config.backend != "synth" and generator is None:
             raise ValueError(f"proposer backend {config.backend!r} needs a generator (see producers/generation.py)")
         self.config = config
         self.generator = generator
-        self.sampler = ApiSampler(frontier=frontier, explore=config.explore, seed=config.seed)
-        self._count = 0
+        # A restarted proposer continues the draw sequence instead of proposing its first modules again.
+        self.sampler = ApiSampler(frontier=frontier, explore=config.explore, seed=config.seed + already_proposed)
+        self._count = already_proposed
 
     def update_frontier(self, frontier: FrontierSnapshot) -> None:
         self.sampler.update(frontier)
@@ -154,8 +156,8 @@ def serve(args, config) -> int:
             from kernelzero.producers.generation import make_generator
 
             generator = make_generator(cfg)
-        proposer = Proposer(cfg, generator)
         log = await open_log(config.log.url)
+        proposer = Proposer(cfg, generator, already_proposed=sum((await log.end_offsets("modules.proposed")).values()))
         rounds, idle_since = 0, time.monotonic()
         try:
             async with await log.consumer("proposer-frontier", ["frontier.snapshot"]) as frontier_feed:

@@ -76,3 +76,12 @@ def test_prompt_states_apis_format_and_sizes():
     prompt = build_prompt(["torch.nn.Conv2d", "torch.cumsum"], scale=1.0)
     for needle in ("torch.nn.Conv2d", "torch.cumsum", "get_init_inputs", "67,108,864", "```python"):
         assert needle in prompt
+
+
+async def test_a_restarted_proposer_continues_instead_of_repeating_its_first_modules():
+    config = ProposerConfig(scale=SMALL, api_set_size=2)
+    first = [e.payload.source for e in await Proposer(config).propose(3)]
+    again = [e.payload.source for e in await Proposer(config).propose(3)]
+    resumed = [e.payload.source for e in await Proposer(config, already_proposed=3).propose(3)]
+    assert first == again  # deterministic for a seed
+    assert not set(resumed) & set(first)

@@ -3,8 +3,11 @@
 Each call is bracketed by a start event and an end event recorded after a device-wide
 synchronization, so work on side streams or threads is inside the interval. The fixed cost of
 that synchronization is measured on the reference (plain stream-ordered events vs the device-wide
-bracket) and subtracted from both sides. Numbers are medians; they do NOT claim anything about
-other GPUs, clocks or concurrent load.
+bracket) and subtracted from both sides. The speedup is the median of per-repetition ratios
+(reference over candidate, timed back to back), so a clock drift during the run moves both
+sides of each ratio alike. Warm-up runs for a minimum time, not a count: an idle H200 sits at
+345 MHz and takes tens of milliseconds to reach its boost clock. Numbers are medians; they do
+NOT claim anything about other GPUs, clocks or concurrent load.
 """
 
 from __future__ import annotations
@@ -58,14 +61,19 @@ def _one_call(fn: Callable, args: list[Any], flush: torch.Tensor) -> tuple[float
     return start.elapsed_time(end_stream), start.elapsed_time(end_device)
 
 
+WARMUP_S = 0.3
+
+
 def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]], *, budget_s: float,
-            min_reps: int, max_reps: int, rel_se: float, warmup: int = 3) -> tuple[Stats, Stats]:
-    """Interleaved timing of candidate and reference; stops when the candidate's standard error is small."""
+            min_reps: int, max_reps: int, rel_se: float) -> tuple[Stats, Stats, float]:
+    """Interleaved timing: (candidate, reference, paired speedup); stops once the speedup's standard error is small."""
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     flush = torch.empty(max(2 * l2, 1 << 24), dtype=torch.uint8, device="cuda")
-    for i in range(warmup):
+    warm_until, i = time.monotonic() + WARMUP_S, 0
+    while i < 3 or time.monotonic() < warm_until:
         _one_call(candidate, input_sets[i % len(input_sets)], flush)
         _one_call(reference, input_sets[i % len(input_sets)], flush)
+        i += 1
     cand: list[float] = []
     ref: list[float] = []
     sync_cost: list[float] = []
@@ -83,12 +91,17 @@ def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]
                 sync_cost.append(device_ms - stream_ms)
         rep += 1
         if rep >= min_reps:
-            med = statistics.median(cand)
-            se = statistics.stdev(cand) / len(cand) ** 0.5
-            if se <= rel_se * med or time.monotonic() > deadline:
+            ratios = _ratios(cand, ref, statistics.median(sync_cost))
+            se = statistics.stdev(ratios) / len(ratios) ** 0.5
+            if se <= rel_se * statistics.median(ratios) or time.monotonic() > deadline:
                 break
     overhead = statistics.median(sync_cost)
-    return stats([max(t - overhead, 1e-6) for t in cand]), stats([max(t - overhead, 1e-6) for t in ref])
+    speedup = statistics.median(_ratios(cand, ref, overhead))
+    return stats([max(t - overhead, 1e-6) for t in cand]), stats([max(t - overhead, 1e-6) for t in ref]), speedup
+
+
+def _ratios(cand: list[float], ref: list[float], overhead: float) -> list[float]:
+    return [max(r - overhead, 1e-6) / max(c - overhead, 1e-6) for c, r in zip(cand, ref)]
 
 
 def physical_floor_ms(gpu_name: str, nbytes: int, flops: float) -> float:

@@ -318,14 +318,15 @@ class Evaluation:
         from kernelzero.gpu_workers import timing
         sets = [self.buffers, *self.timing_sets]  # drawn before the candidate was imported
         with torch.no_grad():
-            cand, ref = timing.measure(self.model, self.ref_model, sets, budget_s=self.cfg.timing_budget_s,
-                                       min_reps=self.cfg.timing_min_reps, max_reps=self.cfg.timing_max_reps,
-                                       rel_se=self.cfg.timing_rel_se)
+            cand, ref, speedup = timing.measure(
+                self.model, self.ref_model, sets, budget_s=self.cfg.timing_budget_s,
+                min_reps=self.cfg.timing_min_reps, max_reps=self.cfg.timing_max_reps, rel_se=self.cfg.timing_rel_se,
+            )
         self._check_integrity("timing")
         r = self.result
         r.runtime_ms, r.runtime_iqr_ms, r.timing_n = cand.median_ms, cand.iqr_ms, cand.n
         r.ref_eager_ms = ref.median_ms
-        r.speedup = ref.median_ms / cand.median_ms
+        r.speedup = speedup
         nbytes = sum(t.numel() * t.element_size() for t in [*_tensors(self.buffers), *_tensors(self.expected[0])])
         floor = timing.physical_floor_ms(self.job.gpu, nbytes, self.ref_flops)
         r.evidence["physical_floor_ms"] = f"{floor:.4g}"

@@ -45,7 +45,7 @@ class EvaluatorConfig(Section):
     static_checks: bool = True  # AST rules; off only to test the run-time defences behind them
     allowed_torch_ops: list[str] = msgspec.field(default_factory=lambda: [  # aten compute allowed beside a custom kernel
         "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution"])
-    timing_rel_se: float = 0.005  # stop timing once the standard error is this share of the median
+    timing_rel_se: float = 0.002  # stop timing once the speedup's standard error is this share of it
     timing_input_sets: int = 4  # input sets rotated between timed calls
     physical_slack: float = 0.5  # reject runtimes below this share of the bytes/bandwidth, flops/peak bound
     gpu_memory_fraction: float = 0.9  # per-candidate cap on the GPU's memory (torch caching allocator)

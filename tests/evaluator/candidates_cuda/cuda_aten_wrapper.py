@@ -1,4 +1,4 @@
-# expect: rejected torch_compute_in_forward
+# expect: rejected no_custom_kernel
 # problem: relu
 """CUDA corpus: the C++ wrapper compiles a __global__ kernel but calls ATen instead."""
 import torch

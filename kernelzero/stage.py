@@ -77,6 +77,20 @@ async def _handle_record(stage: Stage, record: Record, stats: StageStats) -> lis
         return [dead_letter(record, "handler_error", traceback.format_exc(), stage.name)]
 
 
+async def _handle_batch(stage: Stage, records: list[Record], stats: StageStats, concurrency: int) -> list[Event]:
+    results: list[list[Event]] = [[] for _ in records]
+    limiter = anyio.CapacityLimiter(max(1, concurrency))
+
+    async def one(index: int, record: Record) -> None:
+        async with limiter:
+            results[index] = await _handle_record(stage, record, stats)
+
+    async with anyio.create_task_group() as group:
+        for index, record in enumerate(records):
+            group.start_soon(one, index, record)
+    return [event for events in results for event in events]
+
+
 async def run_stage(
     log: EventLog,
     stage: Stage,
@@ -84,8 +98,14 @@ async def run_stage(
     idle_exit_s: float | None = None,
     max_records: int = 64,
     session_timeout_s: float = 10.0,
+    concurrency: int = 1,
 ) -> StageStats:
-    """Run until cancelled, or until nothing arrived for `idle_exit_s` seconds."""
+    """Run until cancelled, or until nothing arrived for `idle_exit_s` seconds.
+
+    `concurrency` > 1 handles up to that many records of a batch at once (an evaluator with
+    several workers); outputs keep record order, but the handler must not rely on seeing one
+    key's events in order.
+    """
     stats = StageStats()
     idle_since = time.monotonic()
     async with await log.consumer(stage.name, stage.topics, session_timeout_s=session_timeout_s) as consumer:
@@ -95,9 +115,7 @@ async def run_stage(
                 if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
                     return stats
                 continue
-            outputs: list[Event] = []
-            for record in records:
-                outputs += await _handle_record(stage, record, stats)
+            outputs = await _handle_batch(stage, records, stats, concurrency)
             with anyio.CancelScope(shield=True):  # never leave a batch half-committed
                 await consumer.commit_with([message_for(e) for e in outputs], next_offsets(records))
             stats.consumed += len(records)

@@ -1,12 +1,14 @@
 """Datasets rebuilt from the projection: SFT pairs, RL prompts, preference pairs; JSON lines or Parquet, written whole or not at all.
 
-- `sft`: per module, its best correct kernel (highest speedup, then earliest) with the module
-  source as `prompt` and the kernel as `completion`.
+- `sft`: per module, its best correct kernel (highest speedup, then earliest): `prompt` is the
+  Coder's prompt for the kernel's backend, rendered from the module source (`reference`) by the
+  same templates the Coder uses, and `completion` is the kernel.
 - `rl`: accepted modules at the frontier: the module's own Beta posterior pass rate lies in
   [band_low, band_high] (an untried module has the prior mean); `frontier_weight` is the
   highest frontier weight among its APIs and API pairs (NULL when none was tried yet).
 - `pref`: per module and backend, every pair of correct kernels where `chosen` is at least
-  (1 + min_gain) times faster than `rejected`.
+  (1 + min_gain) times faster than `rejected`; `prompt` as for `sft`.
+- `rl`: `prompt` is the module source itself: the Coder renders its own prompt for each target.
 
 Kernels that are correct but were never timed (CPU evaluation) have no speedup: they count for
 `sft` (ranked last) but not for `pref`.
@@ -20,6 +22,7 @@ from pathlib import Path
 import duckdb
 
 from kernelzero.analytics.views import view_parameters
+from kernelzero.coder_prompts import render_coder_prompt
 from kernelzero.config import AnalyticsConfig
 
 KINDS = ("sft", "rl", "pref")
@@ -33,7 +36,7 @@ QUERIES = {
     "sft": f"""
 WITH {_FIRST_SAMPLES}
 SELECT a.module_id, a.sample_id, a.backend, a.level, a.apis, a.policy_version, a.speedup,
-       m.source AS prompt, s.source AS completion
+       coder_prompt(m.source, a.backend) AS prompt, s.source AS completion, m.source AS reference
 FROM attempts a JOIN first_samples s USING (sample_id) JOIN modules m USING (module_id)
 WHERE a.passed AND s.source IS NOT NULL AND m.source IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY a.module_id ORDER BY a.speedup DESC NULLS LAST, a.produced_at, a.sample_id) = 1
@@ -58,7 +61,8 @@ WITH {_FIRST_SAMPLES}, correct AS (
     FROM attempts a JOIN first_samples s USING (sample_id)
     WHERE a.passed AND a.speedup > 0 AND s.source IS NOT NULL
 )
-SELECT c.module_id, c.backend, m.source AS prompt, c.source AS chosen, d.source AS rejected,
+SELECT c.module_id, c.backend, coder_prompt(m.source, c.backend) AS prompt, m.source AS reference,
+       c.source AS chosen, d.source AS rejected,
        c.sample_id AS chosen_sample, d.sample_id AS rejected_sample,
        c.speedup AS chosen_speedup, d.speedup AS rejected_speedup
 FROM correct c JOIN correct d
@@ -93,6 +97,7 @@ def write_dataset(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig, kind:
     params = {name: value for name, value in (view_parameters(config) | {"min_gain": min_gain}).items()
               if f"${name}" in query}
     path.parent.mkdir(parents=True, exist_ok=True)
+    _register_coder_prompt(con)
     partial = path.with_name(f".{path.name}.partial")
     try:
         target = str(partial).replace("'", "''")
@@ -101,3 +106,11 @@ def write_dataset(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig, kind:
     finally:
         partial.unlink(missing_ok=True)
     return rows
+
+
+def _register_coder_prompt(con: duckdb.DuckDBPyConnection) -> None:
+    try:
+        con.create_function("coder_prompt", lambda source, backend: render_coder_prompt(source, backend),
+                            [duckdb.sqltype("VARCHAR"), duckdb.sqltype("VARCHAR")], duckdb.sqltype("VARCHAR"))
+    except duckdb.CatalogException:
+        pass  # registered by an earlier dataset on this connection

@@ -27,7 +27,7 @@ import torch
 
 from kernelzero.models import QWEN2_0_5B, TINY_QWEN2, build_random_model
 from kernelzero.producers.backend_transformers import TransformersGenerator
-from kernelzero.producers.coder_prompts import render_coder_prompt
+from kernelzero.coder_prompts import render_coder_prompt
 
 REFERENCE = """import torch
 import torch.nn as nn

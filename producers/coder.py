@@ -20,7 +20,7 @@ import msgspec
 
 from kernelzero.codeblocks import last_python_block
 from kernelzero.config import CoderConfig
-from kernelzero.producers.coder_prompts import Attempt, prompt_hash, render_coder_prompt
+from kernelzero.coder_prompts import Attempt, prompt_hash, render_coder_prompt
 from kernelzero.producers.generation import Completion, Generator, uri_to_path
 from kernelzero.schemas import (
     Event, ModuleAccepted, PolicyUpdated, SampleEvaluated, SampleGenerated, make_event, uuid7,

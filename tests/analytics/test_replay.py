@@ -8,6 +8,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
+from kernelzero.coder_prompts import render_coder_prompt
+
 from kernelzero.analytics.projection import Projection
 from kernelzero.analytics.replay import write_dataset
 from kernelzero.analytics.views import install_views
@@ -50,8 +52,10 @@ def test_sft_has_the_best_correct_kernel_per_module(con, tmp_path, suffix):
     assert write_dataset(con, CONFIG, "sft", path) == 2
     rows = {r["module_id"]: r for r in _read(path)}
     assert rows["m1"]["sample_id"] == "k2" and rows["m1"]["completion"] == "# kernel k2"
-    assert rows["m1"]["prompt"] == "# module one" and rows["m1"]["speedup"] == 2.0
-    assert rows["m2"]["prompt"] == "# module two"
+    assert rows["m1"]["reference"] == "# module one" and rows["m1"]["speedup"] == 2.0
+    assert rows["m2"]["reference"] == "# module two"
+    # the prompt is exactly what the Coder is asked, for the kernel's backend
+    assert rows["m1"]["prompt"] == render_coder_prompt("# module one", rows["m1"]["backend"])
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
@@ -72,6 +76,7 @@ def test_pref_pairs_prefer_the_faster_kernel(con, tmp_path, suffix):
     pairs = sorted((r["chosen_sample"], r["rejected_sample"]) for r in _read(path))
     # 1.02x vs 1.0x is within the 5% noise margin: no pair
     assert pairs == [("k2", "k1"), ("k2", "k3")]
+    assert all(r["prompt"] == render_coder_prompt(r["reference"], r["backend"]) for r in _read(path))
     assert all(r["chosen_speedup"] > r["rejected_speedup"] for r in _read(path))
 
 

@@ -11,7 +11,7 @@ from kernelzero.models import load_model, weights_sha256
 from kernelzero.producers.backend_openai import OpenAIGenerator
 from kernelzero.producers.backend_transformers import TransformersGenerator
 from kernelzero.producers.coder import CoderStage, PolicyHashMismatch, catch_up, sample_events
-from kernelzero.producers.coder_prompts import prompt_hash, render_coder_prompt
+from kernelzero.coder_prompts import prompt_hash, render_coder_prompt
 from kernelzero.schemas import (
     DeadLetter, ModuleAccepted, PolicyUpdated, SampleEvaluated, SampleGenerated, decode, encode, make_event,
 )

@@ -97,7 +97,7 @@ def write_dataset(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig, kind:
     params = {name: value for name, value in (view_parameters(config) | {"min_gain": min_gain}).items()
               if f"${name}" in query}
     path.parent.mkdir(parents=True, exist_ok=True)
-    _register_coder_prompt(con)
+    con = _with_coder_prompt(con.cursor())
     partial = path.with_name(f".{path.name}.partial")
     try:
         target = str(partial).replace("'", "''")
@@ -108,9 +108,9 @@ def write_dataset(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig, kind:
     return rows
 
 
-def _register_coder_prompt(con: duckdb.DuckDBPyConnection) -> None:
-    try:
-        con.create_function("coder_prompt", lambda source, backend: render_coder_prompt(source, backend),
-                            [duckdb.sqltype("VARCHAR"), duckdb.sqltype("VARCHAR")], duckdb.sqltype("VARCHAR"))
-    except duckdb.CatalogException:
-        pass  # registered by an earlier dataset on this connection
+def _with_coder_prompt(cursor: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A fresh cursor (its own connection, so no result pending on the caller's) with `coder_prompt(source, backend)`."""
+    varchar = duckdb.sqltype("VARCHAR")
+    cursor.create_function("coder_prompt", lambda source, backend: render_coder_prompt(source, backend),
+                           [varchar, varchar], varchar)
+    return cursor

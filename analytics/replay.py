@@ -10,6 +10,8 @@
   (1 + min_gain) times faster than `rejected`; `prompt` as for `sft`.
 - `rl`: `prompt` is the module source itself: the Coder renders its own prompt for each target.
 
+`coder_prompt(source, backend)` is a function `install_views` registers on the connection.
+
 Kernels that are correct but were never timed (CPU evaluation) have no speedup: they count for
 `sft` (ranked last) but not for `pref`.
 """
@@ -22,7 +24,6 @@ from pathlib import Path
 import duckdb
 
 from kernelzero.analytics.views import view_parameters
-from kernelzero.coder_prompts import render_coder_prompt
 from kernelzero.config import AnalyticsConfig
 
 KINDS = ("sft", "rl", "pref")
@@ -97,7 +98,6 @@ def write_dataset(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig, kind:
     params = {name: value for name, value in (view_parameters(config) | {"min_gain": min_gain}).items()
               if f"${name}" in query}
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = _with_coder_prompt(con.cursor())
     partial = path.with_name(f".{path.name}.partial")
     try:
         target = str(partial).replace("'", "''")
@@ -107,10 +107,3 @@ def write_dataset(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig, kind:
         partial.unlink(missing_ok=True)
     return rows
 
-
-def _with_coder_prompt(cursor: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """A fresh cursor (its own connection, so no result pending on the caller's) with `coder_prompt(source, backend)`."""
-    varchar = duckdb.sqltype("VARCHAR")
-    cursor.create_function("coder_prompt", lambda source, backend: render_coder_prompt(source, backend),
-                           [varchar, varchar], varchar)
-    return cursor

@@ -10,6 +10,7 @@ from importlib import resources
 
 import duckdb
 
+from kernelzero.coder_prompts import render_coder_prompt
 from kernelzero.config import AnalyticsConfig
 
 VIEWS_SQL = resources.files("kernelzero.analytics").joinpath("views.sql").read_text()
@@ -29,4 +30,15 @@ def install_views(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig) -> No
     # Longest names first, so that no parameter name is replaced inside a longer one.
     for name, value in sorted(view_parameters(config).items(), key=lambda kv: -len(kv[0])):
         sql = sql.replace(f"${name}", repr(float(value)))
+    _install_coder_prompt(con)
     con.execute(sql)
+
+
+def _install_coder_prompt(con: duckdb.DuckDBPyConnection) -> None:
+    """`coder_prompt(source, backend)`: the Coder's prompt for a module, so datasets carry what the Coder saw."""
+    installed = con.execute(
+        "SELECT count(*) FROM duckdb_functions() WHERE function_name = 'coder_prompt'").fetchall()[0][0]
+    if not installed:
+        varchar = duckdb.sqltype("VARCHAR")
+        con.create_function("coder_prompt", lambda source, backend: render_coder_prompt(source, backend),
+                            [varchar, varchar], varchar)

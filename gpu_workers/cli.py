@@ -44,7 +44,7 @@ def main(args: argparse.Namespace, config) -> int:
         print(f"kernelzero eval: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(msgspec.json.encode(result).decode())
+        print(msgspec.json.encode(msgspec.structs.asdict(result)).decode())  # every field, defaults included
     else:
         _print_summary(result)
     return 0

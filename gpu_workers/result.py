@@ -1,39 +1,19 @@
-"""The evaluator's verdict type (EvalResult) and version; field names mirror schemas.SampleEvaluated, nothing more.
+"""The evaluator's verdict type (EvalResult: the schema's Evaluation, stamped with this version) and errors.
 
-A service copies an EvalResult onto a SampleEvaluated with `msgspec.structs.asdict`; the test
-suite checks that every field here exists there.
+A service turns an EvalResult into a SampleEvaluated (an Evaluation plus the sample's ids) with
+`msgspec.structs.asdict`.
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
-import msgspec
+from kernelzero.schemas import Evaluation
 
 # Bump when a rule changes what a candidate's verdict would be: the result cache keys on it.
 EVALUATOR_VERSION = "kz-eval-1"
 
-Verdict = Literal["correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected"]
 
-
-class EvalResult(msgspec.Struct, kw_only=True):
-    verdict: Verdict
-    reason: str  # machine-readable: ok, output_mismatch, static:monkey_patch, worker_crashed:SIGSEGV, ...
-    checks: list[str] = []  # the checks that ran, in order
-    evidence: dict[str, str] = {}
-    compile_s: float = 0.0
-    trials: int = 0
-    max_abs_err: float | None = None
-    rel_err: float | None = None
-    runtime_ms: float | None = None
-    runtime_iqr_ms: float | None = None
-    timing_n: int = 0
-    ref_eager_ms: float | None = None
-    speedup: float | None = None
-    gpu: str = ""
-    device: str = "cpu"
+class EvalResult(Evaluation, kw_only=True):
     evaluator_version: str = EVALUATOR_VERSION
-    cached: bool = False
 
 
 class ProblemFailed(RuntimeError):

@@ -69,13 +69,12 @@ class SampleGenerated(Payload, tag="samples.generated"):
     level: int = 1
 
 
-class SampleEvaluated(Payload, tag="samples.evaluated"):
-    sample_id: str
-    module_id: str
-    backend: Backend
+class Evaluation(Payload, kw_only=True):
+    """What the evaluator concludes about one candidate; the evaluator library returns exactly this."""
+
     verdict: Verdict
-    reason: str
-    checks: list[str] = []
+    reason: str  # machine-readable: ok, output_mismatch, static:monkey_patch, worker_crashed:SIGSEGV, ...
+    checks: list[str] = []  # the checks that ran, in order
     evidence: dict[str, str] = {}
     compile_s: float = 0.0
     trials: int = 0
@@ -90,6 +89,12 @@ class SampleEvaluated(Payload, tag="samples.evaluated"):
     device: str = "cpu"
     evaluator_version: str = ""
     cached: bool = False
+
+
+class SampleEvaluated(Evaluation, tag="samples.evaluated", kw_only=True):
+    sample_id: str
+    module_id: str
+    backend: Backend
     apis: list[str] = []
     level: int = 1
     group_size: int = 1

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelzero.gpu_workers.result import EvalResult
 from kernelzero.problems import ProblemError, load_problem
-from kernelzero.schemas import SampleEvaluated
 
 ROOT = Path(__file__).parents[2]
 
@@ -35,8 +33,3 @@ def test_errors_name_the_problem(source: str, reason: str) -> None:
         load_problem(source)
     assert info.value.reason == reason
 
-
-def test_eval_result_fields_exist_on_sample_evaluated() -> None:
-    ours = set(EvalResult.__struct_fields__)
-    theirs = set(SampleEvaluated.__struct_fields__)
-    assert ours <= theirs, ours - theirs

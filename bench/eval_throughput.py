@@ -6,7 +6,7 @@ clock. KernelBench runs as its own batch script does: one fresh process per cand
 default settings (5 correctness trials, 100 timed trials, cuda_event timing, a build directory
 per candidate, serial builds), a timeout per candidate. Ours runs every candidate through one
 EvaluatorPool on a cold cache. KernelBench's code is never committed: `--kb DIR` points at a
-copy made by `--prepare-kb` (see docs/bench/eval_throughput.md).
+copy made by `--prepare-kb` (see docs/BENCHMARKS.md, Evaluator).
 
 The script keeps to a wall-clock budget (`--budget-s`): KernelBench runs last and stops
 starting candidates when the budget is spent; what it did not run is listed as such, never

@@ -149,7 +149,7 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=2000, help="offered load (events/s) while measuring latency")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of the latency run")
     parser.add_argument("--broker", default="127.0.0.1:9092", help="Kafka bootstrap host:port")
-    parser.add_argument("--out", type=Path, default=REPO / "docs/bench/log.md", help="markdown report to write")
+    parser.add_argument("--out", type=Path, required=True, help="markdown report to write (copy the table into docs/BENCHMARKS.md)")
     args = parser.parse_args()
     if args.size < 8:
         parser.error("--size must be at least 8 bytes (the send timestamp)")

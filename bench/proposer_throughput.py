@@ -1,6 +1,6 @@
 """Benchmark: synthesizer acceptance rate over N random API sets and validation throughput (modules/s); numbers for this machine only.
 
-CPU (docs/bench/proposer.md):
+CPU (results in docs/BENCHMARKS.md):
     .venv/bin/python bench/proposer_throughput.py --out /tmp/bench-proposer --n 1000 --workers 2
 GPU (reference runtimes of GPU-sized modules, >= 0.1 ms wanted; < 4 minutes on one H200):
     python bench/proposer_throughput.py --out OUT --device cuda --scale 1 --n 80 --workers 4

@@ -4,11 +4,12 @@ A sample without code (source None) is answered without running anything: verdic
 `compile_error`, reason `no_code` (the coder's own reason, when it gave one, goes to evidence).
 A sample whose problem is unusable (ProblemFailed) is not the coder's fault: the handler raises
 and the stage runner dead-letters it with the reason, so no reward is made up for it.
+Several service processes in the one group "evaluator" share the partitions: see workers.py.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import msgspec
 
@@ -21,8 +22,9 @@ class EvaluatorStage:
     name = "evaluator"
     topics: Sequence[str] = ("samples.generated",)
 
-    def __init__(self, pool: EvaluatorPool):
+    def __init__(self, pool: EvaluatorPool, producer: str = "evaluator"):
         self.pool = pool
+        self.producer = producer  # names the worker in envelopes; the group stays "evaluator"
 
     async def handle(self, event: Event) -> Sequence[Event]:
         sample: SampleGenerated = event.payload
@@ -35,24 +37,41 @@ class EvaluatorStage:
         payload = SampleEvaluated(sample_id=sample.sample_id, module_id=sample.module_id, backend=sample.backend,
                                   apis=sample.apis, level=sample.level, group_size=sample.group_size,
                                   **msgspec.structs.asdict(result))
-        return [make_event(payload, correlation_id=event.envelope.correlation_id, producer=self.name,
+        return [make_event(payload, correlation_id=event.envelope.correlation_id, producer=self.producer,
                            causation_id=event.event_id, policy_version=event.envelope.policy_version)]
 
 
-async def run_evaluator(log_url: str, config, *, idle_exit_s: float | None = None, device: str | None = None):
+async def run_evaluator(log_url: str, config, *, idle_exit_s: float | None = None, device: str | None = None,
+                        use_cache: bool = True, on_ready: Callable[[], None] | None = None,
+                        producer: str = "evaluator"):
+    """Consume samples.generated as one member of group "evaluator" until idle (or forever); returns StageStats.
+
+    Records are taken as many at a time as the pool has workers and all evaluated at once, so a
+    commit follows each round: a worker that dies loses (and the group redoes) one round at most.
+    """
+    from kernelzero.gpu_workers.pool import resolve_devices
     from kernelzero.log import open_log
     from kernelzero.stage import run_stage
     log = await open_log(log_url)
     try:
-        async with EvaluatorPool(config.evaluator, device=device) as pool:
-            return await run_stage(log, EvaluatorStage(pool), idle_exit_s=idle_exit_s,
-                                   session_timeout_s=config.log.session_timeout_s)
+        async with EvaluatorPool(config.evaluator, device=device, use_cache=use_cache) as pool:
+            workers = len(resolve_devices(pool.device, config.evaluator.workers_per_gpu)[0])
+            if on_ready is not None:
+                on_ready()
+            return await run_stage(log, EvaluatorStage(pool, producer), idle_exit_s=idle_exit_s, max_records=workers,
+                                   concurrency=workers, session_timeout_s=config.log.session_timeout_s)
     finally:
         await log.close()
 
 
 def serve(args, config) -> int:
+    """One process (a pool over every visible GPU), or with `--workers auto|N` one supervised process per worker."""
+    idle_exit_s = getattr(args, "idle_exit", None)
+    workers = getattr(args, "workers", None)
+    if workers is not None:
+        from kernelzero.gpu_workers.workers import run_workers
+        return run_workers(str(workers), config, idle_exit_s=idle_exit_s)
     import anyio
-    stats = anyio.run(lambda: run_evaluator(config.log.url, config, idle_exit_s=getattr(args, "idle_exit", None)))
+    stats = anyio.run(lambda: run_evaluator(config.log.url, config, idle_exit_s=idle_exit_s))
     print(f"evaluator: consumed {stats.consumed}, produced {stats.produced}, dead-lettered {stats.dead_lettered}")
     return 0

@@ -1,0 +1,223 @@
+"""Evaluator worker processes discovered from the machine and supervised; no GPU placement beyond CUDA_VISIBLE_DEVICES.
+
+`python -m kernelzero.gpu_workers.workers [--workers auto|N]` (and `kernelzero serve evaluator
+--workers ...`) starts one worker process per visible GPU (`auto`; one CPU worker on a machine
+without a GPU) or N workers sharing the GPUs round-robin. Every worker is one member of the
+consumer group "evaluator" on samples.generated, so the log's group membership spreads the
+partitions over them and hands a dead worker's partitions to the others (from the group's last
+commit: at-least-once, a sample in flight is evaluated again). The parent never touches CUDA: it
+counts GPUs from CUDA_VISIBLE_DEVICES or `nvidia-smi -L`, and restarts a worker that dies, with a
+growing pause when it keeps dying at start. It does not bound the number of restarts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import msgspec
+
+STOP_GRACE_S = 15.0
+STABLE_AFTER_S = 30.0  # a worker that ran this long before dying is restarted at once
+MAX_RESTART_PAUSE_S = 60.0
+
+
+class WorkerSlot(msgspec.Struct, frozen=True):
+    index: int
+    gpu: str | None  # the CUDA_VISIBLE_DEVICES entry the worker gets; None runs on the CPU
+
+    def describe(self) -> str:
+        return f"GPU {self.gpu}" if self.gpu is not None else "CPU"
+
+
+def visible_gpus(env: dict[str, str] | None = None) -> list[str]:
+    """CUDA_VISIBLE_DEVICES entries (up to the first invalid one, as CUDA reads it), else `nvidia-smi -L` indices."""
+    env = os.environ if env is None else env
+    if "CUDA_VISIBLE_DEVICES" in env:
+        entries = []
+        for entry in (e.strip() for e in env["CUDA_VISIBLE_DEVICES"].split(",")):
+            if not entry or entry.startswith("-"):
+                break
+            entries.append(entry)
+        return entries
+    nvidia_smi = shutil.which("nvidia-smi")
+    if nvidia_smi is None:
+        return []
+    try:
+        listing = subprocess.run([nvidia_smi, "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return re.findall(r"^GPU (\d+):", listing.stdout, re.M) if listing.returncode == 0 else []
+
+
+def plan_workers(workers: str, gpus: list[str]) -> list[WorkerSlot]:
+    """`auto`: one worker per GPU (one CPU worker without GPUs); N: N workers, GPUs dealt round-robin."""
+    if workers == "auto":
+        count = max(1, len(gpus))
+    elif workers.isdigit() and int(workers) >= 1:
+        count = int(workers)
+    else:
+        raise ValueError(f"--workers must be 'auto' or a positive integer, got {workers!r}")
+    return [WorkerSlot(i, gpus[i % len(gpus)] if gpus else None) for i in range(count)]
+
+
+def worker_env(slot: WorkerSlot, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env["NCCL_NVLS_ENABLE"] = "0"  # NVLink multicast stays off on every process we start
+    env["PYTHONUNBUFFERED"] = "1"
+    if slot.gpu is None:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = slot.gpu
+        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # the numbering nvidia-smi -L uses
+    return env
+
+
+def _die_with_parent() -> None:
+    """Linux: the worker gets SIGINT when the supervisor dies, so no orphan stays in the group."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _exit_reason(code: int) -> str:
+    return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+
+
+async def _keep_running(slot: WorkerSlot, argv: list[str], env: dict[str, str], stopping: asyncio.Event) -> int:
+    """Run one worker until it exits cleanly or the supervisor stops; restart it whenever it dies."""
+    pause = 0.5  # doubled before use: the first restart waits 1 s
+    while True:
+        process = await asyncio.create_subprocess_exec(*argv, env=env, preexec_fn=_die_with_parent)
+        print(f"evaluator worker {slot.index}: pid {process.pid} started on {slot.describe()}", flush=True)
+        started = time.monotonic()
+        waiter = asyncio.ensure_future(process.wait())
+        stop = asyncio.ensure_future(stopping.wait())
+        await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not waiter.done():
+            process.send_signal(signal.SIGINT)  # the worker leaves the group and stops its evaluator processes
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter), STOP_GRACE_S)
+            except asyncio.TimeoutError:
+                process.kill()
+            await waiter
+            return 0
+        stop.cancel()
+        code = waiter.result()
+        if code == 0 or stopping.is_set():
+            return code
+        pause = 1.0 if time.monotonic() - started >= STABLE_AFTER_S else min(pause * 2, MAX_RESTART_PAUSE_S)
+        print(f"evaluator worker {slot.index}: pid {process.pid} died ({_exit_reason(code)}); "
+              f"restarting in {pause:.0f}s", flush=True)
+        try:
+            await asyncio.wait_for(stopping.wait(), pause)
+            return 0
+        except asyncio.TimeoutError:
+            pass
+
+
+async def supervise(slots: list[WorkerSlot], config, *, idle_exit_s: float | None = None,
+                    use_cache: bool = True) -> int:
+    """Run the workers until each exits cleanly (after `idle_exit_s` idle) or SIGINT/SIGTERM stops them all."""
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+    # Only the sections a worker reads travel (on its command line: they hold no secrets), so every
+    # worker runs with the parent's effective settings, file and KERNELZERO_* variables included.
+    sections = msgspec.json.encode({"log": config.log, "evaluator": config.evaluator}).decode()
+    runs = []
+    for slot in slots:
+        argv = [sys.executable, "-m", "kernelzero.gpu_workers.workers", "--child", str(slot.index),
+                "--device", "cpu" if slot.gpu is None else "cuda", "--sections", sections]
+        if idle_exit_s is not None:
+            argv += ["--idle-exit", str(idle_exit_s)]
+        if not use_cache:
+            argv.append("--no-result-cache")
+        runs.append(_keep_running(slot, argv, worker_env(slot), stopping))
+    codes = await asyncio.gather(*runs)
+    return max(codes, default=0)
+
+
+def slots_for(workers: str, device: str) -> list[WorkerSlot]:
+    """The worker plan for `--workers` and the configured evaluator device (auto | cpu | cuda)."""
+    gpus = [] if device == "cpu" else visible_gpus()
+    if device == "cuda" and not gpus:
+        raise ValueError("evaluator device 'cuda' requested but no GPU is visible (CUDA_VISIBLE_DEVICES, nvidia-smi -L)")
+    return plan_workers(workers, gpus)
+
+
+def run_workers(workers: str, config, *, idle_exit_s: float | None = None, use_cache: bool = True) -> int:
+    try:
+        slots = slots_for(workers, config.evaluator.device)
+    except ValueError as exc:
+        print(f"evaluator workers: {exc}", file=sys.stderr)
+        return 2
+    print(f"evaluator: {len(slots)} workers in group 'evaluator' on {config.log.url}: "
+          + ", ".join(f"{s.index}->{s.describe()}" for s in slots), flush=True)
+    return asyncio.run(supervise(slots, config, idle_exit_s=idle_exit_s, use_cache=use_cache))
+
+
+def worker_name(index: int) -> str:
+    """The producer named in a worker's events: which worker, host and process evaluated a sample."""
+    return f"evaluator/{index}@{socket.gethostname()}:{os.getpid()}"
+
+
+def _child(index: int, device: str, sections: str, idle_exit_s: float | None, use_cache: bool) -> int:
+    import anyio
+
+    from kernelzero.config import Config
+    from kernelzero.gpu_workers.service import run_evaluator
+
+    config = msgspec.json.decode(sections, type=Config)
+
+    def ready() -> None:
+        print(f"evaluator worker {index}: pid {os.getpid()} ready", flush=True)
+
+    try:
+        stats = anyio.run(lambda: run_evaluator(config.log.url, config, idle_exit_s=idle_exit_s, device=device,
+                                                use_cache=use_cache, on_ready=ready, producer=worker_name(index)))
+    except KeyboardInterrupt:  # the supervisor's stop: the group was left and the evaluator processes stopped
+        print(f"evaluator worker {index}: pid {os.getpid()} stopped", flush=True)
+        return 0
+    print(f"evaluator worker {index}: pid {os.getpid()} consumed {stats.consumed}, produced {stats.produced}, "
+          f"dead-lettered {stats.dead_lettered}", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernelzero.gpu_workers.workers", description=__doc__.split("\n")[0])
+    parser.add_argument("--workers", default="auto", metavar="auto|N")
+    parser.add_argument("--config", metavar="FILE")
+    parser.add_argument("--broker", metavar="URL")
+    parser.add_argument("--idle-exit", type=float, default=None, metavar="S")
+    parser.add_argument("--no-result-cache", action="store_true", help="evaluate every sample (benchmarks)")
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--sections", default="{}", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        return _child(args.child, args.device, args.sections, args.idle_exit, not args.no_result_cache)
+    from kernelzero.config import ConfigError, load_config
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"evaluator workers: {exc}", file=sys.stderr)
+        return 2
+    if args.broker:
+        config.log.url = args.broker
+    return run_workers(args.workers, config, idle_exit_s=args.idle_exit, use_cache=not args.no_result_cache)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,6 +17,8 @@ ROLES: dict[str, str] = {
 
 def add_arguments(parser) -> None:
     parser.add_argument("role", choices=sorted(ROLES), help="the stage to run")
+    parser.add_argument("--workers", default=None, metavar="auto|N",
+                        help="evaluator: one supervised worker process per visible GPU (auto), or N sharing them")
     parser.add_argument("--idle-exit", type=float, default=None, metavar="S",
                         help="stop after S seconds with nothing to consume (default: run until interrupted)")
 

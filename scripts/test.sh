@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-port=${KERNELZERO_TEST_KAFKA_PORT:-19092}
+port=${KZ_TEST_KAFKA_PORT:-19092}
 bash scripts/kafka.sh start --port "$port" --fresh
 trap 'bash scripts/kafka.sh stop --port "$port"' EXIT
 .venv/bin/python -m pytest -q -rs "$@"

@@ -1,6 +1,6 @@
 """Fixtures for the event-log tests: a real local Kafka broker for the kafka backend (started by scripts/kafka.sh).
 
-The broker listens on 127.0.0.1:19092 (KERNELZERO_TEST_KAFKA_PORT overrides it), apart from a developer's
+The broker listens on 127.0.0.1:19092 (KZ_TEST_KAFKA_PORT overrides it), apart from a developer's
 own 9092 broker. Tests share it and isolate themselves with unique topic and group names; nothing is
 cleaned between tests. The tests are skipped only when Java is missing; a broker that fails to start
 fails them.
@@ -17,7 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 KAFKA_SCRIPT = REPO / "scripts" / "kafka.sh"
-KAFKA_PORT = int(os.environ.get("KERNELZERO_TEST_KAFKA_PORT", "19092"))
+KAFKA_PORT = int(os.environ.get("KZ_TEST_KAFKA_PORT", "19092"))
 
 
 def kafka_script(action: str, *options: str, timeout_s: float = 600) -> subprocess.CompletedProcess:

@@ -11,10 +11,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import anyio
-
 from kernelzero.models import attach_adapter, is_adapter_dir, load_model
-from kernelzero.producers.generation import Completion, GenerationError, uri_to_path
+from kernelzero.producers.generation import Completion, GenerationError, InProcessGenerator, uri_to_path
 
 
 class RawLogprobRecorder:
@@ -42,7 +40,7 @@ class RawLogprobRecorder:
         return torch.stack(self.steps, dim=1) if self.steps else torch.empty(sequences.shape[0], 0)
 
 
-class TransformersGenerator:
+class TransformersGenerator(InProcessGenerator):
     """Batched sampling with `model.generate`; one instance owns one model and runs one call at a time."""
 
     def __init__(
@@ -97,13 +95,6 @@ class TransformersGenerator:
             [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True,
         )
 
-    async def generate(
-        self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
-    ) -> list[list[Completion]]:
-        return await anyio.to_thread.run_sync(
-            lambda: self.generate_sync(prompts, n, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
-        )
-
     def generate_sync(
         self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
     ) -> list[list[Completion]]:
@@ -156,9 +147,6 @@ class TransformersGenerator:
             finish_reason="length" if stop is None else "stop",
             prompt_token_ids=prompt_ids,
         )
-
-    async def load_weights(self, uri: str, version: int) -> None:
-        await anyio.to_thread.run_sync(lambda: self.load_weights_sync(uri, version))
 
     def load_weights_sync(self, uri: str, version: int) -> None:
         """A LoRA adapter directory goes on the current base model; a full model directory replaces it."""

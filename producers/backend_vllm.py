@@ -14,15 +14,13 @@ import gc
 import threading
 from typing import Any
 
-import anyio
-
 from kernelzero.models import is_adapter_dir, resolve_model_dir
-from kernelzero.producers.generation import Completion, GenerationError, uri_to_path
+from kernelzero.producers.generation import Completion, GenerationError, InProcessGenerator, uri_to_path
 
 MAX_LORA_RANK = 64
 
 
-class VLLMGenerator:
+class VLLMGenerator(InProcessGenerator):
     def __init__(
         self,
         model: str,
@@ -61,13 +59,6 @@ class VLLMGenerator:
 
         return LoRARequest(f"policy-v{version}", version + 1, adapter_dir)
 
-    async def generate(
-        self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
-    ) -> list[list[Completion]]:
-        return await anyio.to_thread.run_sync(
-            lambda: self.generate_sync(prompts, n, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
-        )
-
     def generate_sync(
         self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
     ) -> list[list[Completion]]:
@@ -90,9 +81,6 @@ class VLLMGenerator:
             logprobs=[step[token].logprob for step, token in zip(sample.logprobs or [], ids)],
             finish_reason=sample.finish_reason or "stop", prompt_token_ids=list(out.prompt_token_ids or []),
         )
-
-    async def load_weights(self, uri: str, version: int) -> None:
-        await anyio.to_thread.run_sync(lambda: self.load_weights_sync(uri, version))
 
     def load_weights_sync(self, uri: str, version: int) -> None:
         path = uri_to_path(uri)

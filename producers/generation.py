@@ -45,6 +45,24 @@ class Generator(Protocol):
     async def close(self) -> None: ...
 
 
+class InProcessGenerator:
+    """Base of the local backends: `generate` and `load_weights` run their blocking `*_sync` twins in a thread."""
+
+    async def generate(
+        self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
+    ) -> list[list[Completion]]:
+        import anyio
+
+        return await anyio.to_thread.run_sync(
+            lambda: self.generate_sync(prompts, n, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        )
+
+    async def load_weights(self, uri: str, version: int) -> None:
+        import anyio
+
+        await anyio.to_thread.run_sync(lambda: self.load_weights_sync(uri, version))
+
+
 class GeneratorSettings(msgspec.Struct, kw_only=True):
     """What a backend needs; `make_generator` copies the same-named keys of a config section over these defaults."""
 

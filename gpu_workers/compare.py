@@ -55,9 +55,43 @@ def poisoned_elements(t: torch.Tensor) -> int:
     """How many elements of `t` still hold the poison bit pattern (never written)."""
     if t.dtype == torch.bool or _numel(t) == 0 or not t.is_contiguous():
         return 0
-    size = t.element_size()
-    raw = _reshape(_view(t, torch.uint8), (-1, size))
-    return int(_item(_sum(_all(_eq(raw, POISON_BYTE), dim=1))))
+    return int(_item(_sum(_all(_eq(_bytes(t), POISON_BYTE), dim=1))))
+
+
+def unwritten_between(plain: Any, filled: Any) -> int:
+    """Elements that hold torch's fill in a run where new memory was filled, and other bits in a plain run.
+
+    Their value came from whatever memory held, so the candidate never wrote them. A value the
+    candidate did write (a literal NaN included) is the same in both runs and is not counted.
+    """
+    count = 0
+    for a, b in zip(flatten_outputs(plain), flatten_outputs(filled)):
+        if not (isinstance(a, _TENSOR) and isinstance(b, _TENSOR)) or b.dtype not in _FILL_BYTES \
+                or a.shape != b.shape or a.dtype != b.dtype or not (a.is_contiguous() and b.is_contiguous()):
+            continue
+        raw_a, raw_b = _bytes(a), _bytes(b)
+        is_fill = _all(_eq(raw_b, _to(_FILL_BYTES[b.dtype], b.device)), dim=1)
+        count += int(_item(_sum(_and(is_fill, _any(_ne(raw_a, raw_b), dim=1)))))
+    return count
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return _reshape(_view(t, torch.uint8), (-1, t.element_size()))
+
+
+def _torch_fill_bytes() -> dict[torch.dtype, torch.Tensor]:
+    """Per dtype, the bytes of one element as torch's deterministic mode fills new memory (quiet NaN, integer max)."""
+    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        return {dt: _view(torch.empty(1, dtype=dt), torch.uint8).clone() for dt in _FILLED_DTYPES}
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
+_FILLED_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16,
+                  torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+_FILL_BYTES = _torch_fill_bytes()
 
 
 def compare_tensor(expected: torch.Tensor, got: Any, rtol: float, atol: float) -> Comparison:

@@ -8,11 +8,13 @@ candidate then sees one set of input buffers, refilled in place with new values 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
 import time
 import traceback
+import warnings
 from typing import Any
 
 import msgspec
@@ -26,6 +28,10 @@ from kernelzero.problems import ProblemError, load_problem
 CANDIDATE_MODULE = "kz_candidate"
 SCALES = {"scaled_up": 1e5, "scaled_down": 1e-5}  # other input distributions: fp16 overflows, underflows
 TIMING_SET_BYTES = 8e9  # extra input sets for rotation while timing, at most this much memory
+# bound before candidate code loads, like compare.py's functions: a candidate cannot rebind them
+_set_deterministic = torch.use_deterministic_algorithms
+_deterministic_enabled = torch.are_deterministic_algorithms_enabled
+_deterministic_warn_only = torch.is_deterministic_algorithms_warn_only_enabled
 
 
 class Job(msgspec.Struct, kw_only=True):
@@ -192,7 +198,11 @@ class Evaluation:
             raise Verdict("rejected", "background_thread", when=when, threads=instruments.thread_count())
 
     def _poison_allocator(self, outputs: list[Any]) -> None:
-        """Freed blocks of each output's size full of 0xFF: an output allocated but not written shows the pattern."""
+        """Freed blocks of each output's size full of 0xFF: an output allocated but not written shows the pattern.
+
+        The CUDA caching allocator hands such blocks back; malloc on the CPU often does not, which
+        is why `_unwritten_or` also compares a run with filled memory.
+        """
         blocks = []
         for t in _tensors(outputs):
             for _ in range(2):
@@ -210,12 +220,13 @@ class Evaluation:
                 buf.copy_(src)
         return values
 
-    def _call(self, trial: int, recorder: instruments.OpRecorder | None = None) -> tuple[Any, list[Any]]:
+    def _call(self, trial: int, recorder: instruments.OpRecorder | None = None,
+              fill: bool = False) -> tuple[Any, list[Any]]:
         values = self._refill(trial)
         self._poison_allocator(self.expected[trial])
         self.launches.reset()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), _filled_memory(fill):
                 if recorder is None:
                     out = self.model(*self.buffers)
                 else:
@@ -261,7 +272,22 @@ class Evaluation:
             if compare.compare_outputs(self.expected[earlier], out, self.cfg.rtol, self.cfg.atol).ok:
                 raise Verdict("rejected", "memoized_output", trial=name,
                               detail=f"the output equals the reference for trial {self.trials[earlier]}")
-        raise Verdict("incorrect", result.reason, trial=name, detail=result.detail)
+        raise Verdict("incorrect", self._unwritten_or(result.reason, t, out), trial=name, detail=result.detail)
+
+    def _unwritten_or(self, reason: str, t: int, out: Any) -> str:
+        """`unwritten_output` when a re-run with filled new memory shows elements the candidate never wrote.
+
+        The allocator poisoning of `_call` usually shows them already; malloc on the CPU, or an
+        output carved from a larger allocation, can escape it. The verdict is settled before this
+        re-run, so a candidate that notices the fill cannot change it.
+        """
+        if reason not in ("output_mismatch", "nan_parity"):
+            return reason
+        try:
+            filled, _ = self._call(t, fill=True)
+        except Verdict:
+            return reason
+        return "unwritten_output" if compare.unwritten_between(out, filled) else reason
 
     def proof_of_work(self) -> None:
         """The candidate's own kernels ran, did the work, and torch did not do it instead."""
@@ -415,3 +441,22 @@ def run_job(job: Job) -> bytes:
     except SystemExit as exc:
         return msgspec.msgpack.encode(EvalResult(verdict="runtime_error", reason="sys_exit",
                                                  evidence={"code": str(exc.code)}, device=torch.device(job.device).type))
+
+
+@contextlib.contextmanager
+def _filled_memory(enabled: bool):
+    """Inside, every new tensor starts as torch's deterministic fill (NaN, integer max) when `enabled`.
+
+    The switch is visible to the candidate, so only the re-run of a trial that already failed uses it.
+    """
+    if not enabled:
+        yield
+        return
+    before = _deterministic_enabled(), _deterministic_warn_only()
+    _set_deterministic(True, warn_only=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        _set_deterministic(before[0], warn_only=before[1])

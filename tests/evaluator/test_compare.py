@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from kernelzero.gpu_workers.compare import POISON_BYTE, compare_outputs, compare_tensor, poisoned_elements
+from kernelzero.gpu_workers.compare import (POISON_BYTE, compare_outputs, compare_tensor, poisoned_elements,
+                                             unwritten_between)
 
 R, A = 1e-2, 1e-2
 
@@ -96,3 +97,13 @@ def test_chunked_comparison_matches_whole(monkeypatch) -> None:
     chunked = compare_tensor(e, noisy, R, A)
     assert (whole.ok, whole.reason, whole.detail) == (chunked.ok, chunked.reason, chunked.detail)
     assert abs(whole.rel_err - chunked.rel_err) < 1e-12 and whole.max_abs_err == chunked.max_abs_err
+
+
+def test_unwritten_between_counts_only_filled_elements_that_vary() -> None:
+    written = torch.randn(64)
+    written[5] = float("nan")  # a NaN the candidate wrote itself: the same in both runs
+    plain, filled = written.clone(), written.clone()
+    plain[32:] = 12345.0  # what memory happened to hold
+    filled[32:] = float("nan")  # torch's fill of new memory
+    assert unwritten_between([plain], [filled]) == 32
+    assert unwritten_between([written], [written.clone()]) == 0

@@ -280,13 +280,13 @@ def kb_accepted(res: dict | None) -> bool:
 # ----------------------------------------------------------------------------- ours
 
 async def run_ours_batch(cands: list[Candidate], problems: dict[str, str], device: str, work: Path,
-                         cap_s: float) -> dict:
+                         cap_s: float, workers_per_gpu: int = 1) -> dict:
     """Every candidate through one EvaluatorPool at once; wall clock from pool start to the last verdict."""
     import msgspec
 
     from kernelzero.gpu_workers import EvaluatorPool
 
-    config = ours_config(device, work / "ours" / "cache")
+    config = ours_config(device, work / "ours" / "cache", workers_per_gpu)
     results: dict[str, dict] = {}
     t0 = time.perf_counter()
     async with EvaluatorPool(config) as pool:
@@ -326,10 +326,10 @@ def ours_accepted(res: dict | None) -> bool:
     return bool(res and res.get("verdict") == "correct")
 
 
-def ours_config(device: str, cache_dir: Path):
+def ours_config(device: str, cache_dir: Path, workers_per_gpu: int = 1):
     from kernelzero.config import EvaluatorConfig
 
-    return EvaluatorConfig(device=device, cache_dir=str(cache_dir))
+    return EvaluatorConfig(device=device, cache_dir=str(cache_dir), workers_per_gpu=workers_per_gpu)
 
 
 # ----------------------------------------------------------------------------- report
@@ -467,6 +467,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, help="scratch directory (default: a fresh one under /tmp)")
     p.add_argument("--candidates", type=Path, default=CANDIDATES_DIR)
     p.add_argument("--harness", choices=("both", "kb", "ours"), default="both")
+    p.add_argument("--workers-per-gpu", type=lambda v: [int(x) for x in v.split(",")], default=[1], metavar="N[,N]",
+                   help="our evaluator's workers per GPU; several values run our batch once each (the last one "
+                        "fills the tables)")
     p.add_argument("--dry-run", action="store_true", help="CPU plumbing check: no GPU, KernelBench not evaluated")
     p.add_argument("--prepare-kb", type=Path, metavar="CHECKOUT", help="copy KernelBench's src and problems into --kb")
     p.add_argument("--kb-commit", help="KernelBench commit to record when CHECKOUT is not a git work tree")
@@ -508,13 +511,13 @@ async def run(args) -> int:
             print(check.get("log_tail", ""), file=sys.stderr)
         cpu_cands = [c for c in cands if c.backend != "cuda" and c.cls not in CPU_SKIP_CLASSES]
         small = {k: shrink_problem(v) for k, v in problems.items()}
-        ours = await _ours_or_note(run_ours_batch(cpu_cands, small, "cpu", work, args.ours_cap_s), notes)
+        ours = await run_ours_per_workers(args, cpu_cands, small, work, notes, "cpu")
         spread_c = next(c for c in load_candidates(args.candidates) if c.name == SPREAD_CANDIDATE)
         spread_runs["ours"] = await _ours_or_note(
             run_ours_spread(spread_c, small[spread_c.problem], "cpu", work, deadline), notes) or []
     else:
         if args.harness in ("both", "ours"):
-            ours = await _ours_or_note(run_ours_batch(cands, problems, "cuda", work, args.ours_cap_s), notes)
+            ours = await run_ours_per_workers(args, cands, problems, work, notes, "cuda")
             spread_c = next(c for c in load_candidates(args.candidates) if c.name == SPREAD_CANDIDATE)
             spread_runs["ours"] = await _ours_or_note(
                 run_ours_spread(spread_c, problems[spread_c.problem], "cuda", work, deadline - 240), notes) or []
@@ -526,6 +529,20 @@ async def run(args) -> int:
     (args.out / "results.md").write_text(text)
     print(text)
     return 0
+
+
+async def run_ours_per_workers(args, cands, problems, work: Path, notes: list[str], device: str) -> dict:
+    """Our batch once per `--workers-per-gpu` value, each on a cold cache; the last run fills the tables."""
+    ours: dict = {}
+    for n in args.workers_per_gpu:
+        run_dir = work / f"workers-{n}"
+        run_dir.mkdir()
+        os.environ["TRITON_CACHE_DIR"] = str(run_dir / "triton_cache")
+        ours = await _ours_or_note(run_ours_batch(cands, problems, device, run_dir, args.ours_cap_s, n), notes)
+        done = sum("verdict" in r for r in ours.get("results", {}).values())
+        notes.append(f"Ours with {n} worker(s) per GPU: {done} candidates in {ours.get('wall_s')} s, "
+                     f"{throughput(done, ours.get('wall_s', 0.0))}/hour (cold build, result and Triton caches).")
+    return ours
 
 
 async def _ours_or_note(coro, notes: list[str]):

@@ -3,7 +3,8 @@
 `await pool.evaluate(problem_src, candidate_src)` never raises for anything the candidate
 does; it raises ProblemFailed when the reference problem itself is unusable. A worker that
 dies or stops answering is replaced. Results are cached on disk by (problem hash, candidate
-hash, GPU, evaluator version, rule-relevant config); timeouts and lost workers are not cached.
+hash, GPU, evaluator version, rule-relevant config); timeouts and lost workers are not cached, and
+`use_cache=False` neither reads nor writes results.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class EvaluatorPool:
         return result
 
     def _cache_put(self, path: Path, result: EvalResult) -> None:
-        if result.verdict in NOT_CACHED or result.reason.startswith(NOT_CACHED_PREFIX):
+        if not self.use_cache or result.verdict in NOT_CACHED or result.reason.startswith(NOT_CACHED_PREFIX):
             return
         tmp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
         tmp.write_bytes(msgspec.json.encode(result))

@@ -42,6 +42,14 @@ class Stats:
     n: int
 
 
+@dataclass
+class Timing:
+    candidate: Stats
+    reference: Stats
+    speedup: float  # median of paired reference/candidate ratios
+    off_stream_ms: float  # the candidate's median time that its caller's stream did not wait for
+
+
 def stats(samples_ms: list[float]) -> Stats:
     q = statistics.quantiles(samples_ms, n=4) if len(samples_ms) >= 2 else [samples_ms[0]] * 3
     return Stats(statistics.median(samples_ms), q[2] - q[0], len(samples_ms))
@@ -65,8 +73,13 @@ WARMUP_S = 0.3
 
 
 def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]], *, budget_s: float,
-            min_reps: int, max_reps: int, rel_se: float) -> tuple[Stats, Stats, float]:
-    """Interleaved timing: (candidate, reference, paired speedup); stops once the speedup's standard error is small."""
+            min_reps: int, max_reps: int, rel_se: float) -> Timing:
+    """Interleaved timing of candidate and reference; stops once the speedup's standard error is small.
+
+    `off_stream_ms` compares, per call, the end of the caller's stream with the end of all device
+    work: for stream-ordered code the two differ by the synchronization's fixed cost (measured on
+    the reference), for work left running on a side stream by that work's duration.
+    """
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     flush = torch.empty(max(2 * l2, 1 << 24), dtype=torch.uint8, device="cuda")
     warm_until, i = time.monotonic() + WARMUP_S, 0
@@ -77,6 +90,7 @@ def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]
     cand: list[float] = []
     ref: list[float] = []
     sync_cost: list[float] = []
+    cand_gap: list[float] = []
     deadline = time.monotonic() + budget_s
     rep = 0
     while rep < max_reps:
@@ -86,6 +100,7 @@ def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]
             stream_ms, device_ms = _one_call(fn, args, flush)
             if fn is candidate:
                 cand.append(device_ms)
+                cand_gap.append(device_ms - stream_ms)
             else:
                 ref.append(device_ms)
                 sync_cost.append(device_ms - stream_ms)
@@ -96,8 +111,8 @@ def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]
             if se <= rel_se * statistics.median(ratios) or time.monotonic() > deadline:
                 break
     overhead = statistics.median(sync_cost)
-    speedup = statistics.median(_ratios(cand, ref, overhead))
-    return stats([max(t - overhead, 1e-6) for t in cand]), stats([max(t - overhead, 1e-6) for t in ref]), speedup
+    return Timing(stats([max(t - overhead, 1e-6) for t in cand]), stats([max(t - overhead, 1e-6) for t in ref]),
+                  statistics.median(_ratios(cand, ref, overhead)), max(statistics.median(cand_gap) - overhead, 0.0))
 
 
 def _ratios(cand: list[float], ref: list[float], overhead: float) -> list[float]:

@@ -21,13 +21,17 @@ import msgspec
 import torch
 
 from kernelzero.config import EvaluatorConfig
-from kernelzero.gpu_workers import compare, instruments
+from kernelzero.gpu_workers import compare, device_turns, instruments
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
 from kernelzero.problems import ProblemError, load_problem
 
 CANDIDATE_MODULE = "kz_candidate"
 SCALES = {"scaled_up": 1e5, "scaled_down": 1e-5}  # other input distributions: fp16 overflows, underflows
 TIMING_SET_BYTES = 8e9  # extra input sets for rotation while timing, at most this much memory
+# work the caller's stream does not wait for (a side stream never joined back): a reader on that stream
+# could see the output unfinished. Both bounds must be exceeded: the shorter one absorbs timer noise.
+UNJOINED_MIN_MS = 0.003
+UNJOINED_SHARE = 0.2
 # bound before candidate code loads, like compare.py's functions: a candidate cannot rebind them
 _set_deterministic = torch.use_deterministic_algorithms
 _deterministic_enabled = torch.are_deterministic_algorithms_enabled
@@ -343,16 +347,21 @@ class Evaluation:
     def time_it(self) -> None:
         from kernelzero.gpu_workers import timing
         sets = [self.buffers, *self.timing_sets]  # drawn before the candidate was imported
-        with torch.no_grad():
-            cand, ref, speedup = timing.measure(
+        with torch.no_grad(), self.turns.exclusive():
+            measured = timing.measure(
                 self.model, self.ref_model, sets, budget_s=self.cfg.timing_budget_s,
                 min_reps=self.cfg.timing_min_reps, max_reps=self.cfg.timing_max_reps, rel_se=self.cfg.timing_rel_se,
             )
         self._check_integrity("timing")
-        r = self.result
+        r, cand = self.result, measured.candidate
         r.runtime_ms, r.runtime_iqr_ms, r.timing_n = cand.median_ms, cand.iqr_ms, cand.n
-        r.ref_eager_ms = ref.median_ms
-        r.speedup = speedup
+        r.ref_eager_ms = measured.reference.median_ms
+        r.speedup = measured.speedup
+        r.evidence["off_stream_ms"] = f"{measured.off_stream_ms:.4g}"
+        if measured.off_stream_ms > max(UNJOINED_MIN_MS, UNJOINED_SHARE * cand.median_ms):
+            raise Verdict("rejected", "unjoined_stream", off_stream_ms=f"{measured.off_stream_ms:.4g}",
+                          runtime_ms=f"{cand.median_ms:.4g}",
+                          detail="forward returned before its work was ordered on the caller's stream")
         nbytes = sum(t.numel() * t.element_size() for t in [*_tensors(self.buffers), *_tensors(self.expected[0])])
         floor = timing.physical_floor_ms(self.job.gpu, nbytes, self.ref_flops)
         r.evidence["physical_floor_ms"] = f"{floor:.4g}"
@@ -373,6 +382,9 @@ class Evaluation:
         self.result.evidence.update(v.evidence)
 
     def run(self) -> EvalResult:
+        if self.device.type == "cuda":
+            self.turns = device_turns.for_device(self.device.index or 0)
+            self.turns.share()
         self.prepare_reference()
         if self.device.type == "cuda":
             self.count_ref_flops()

@@ -126,7 +126,7 @@ def _enter_sandbox(job) -> None:
     if job.device.startswith("cuda"):
         import torch
         torch.cuda.set_device(torch.device(job.device))
-        torch.cuda.set_per_process_memory_fraction(job.config.gpu_memory_fraction)
+        torch.cuda.set_per_process_memory_fraction(job.config.gpu_memory_fraction / max(1, job.config.workers_per_gpu))
         return
     # CPU: cap the address space above what torch already maps; keep freed blocks on the heap
     # (no mmap) so the allocator poisoning in trial.py reaches later allocations.

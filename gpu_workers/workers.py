@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import ctypes
 import os
 import re
@@ -135,9 +136,13 @@ async def supervise(slots: list[WorkerSlot], config, *, idle_exit_s: float | Non
         loop.add_signal_handler(signum, stopping.set)
     # Only the sections a worker reads travel (on its command line: they hold no secrets), so every
     # worker runs with the parent's effective settings, file and KERNELZERO_* variables included.
-    sections = msgspec.json.encode({"log": config.log, "evaluator": config.evaluator}).decode()
+    # Workers sharing a GPU split its memory: each candidate's cap is the configured share over them.
+    sharing = collections.Counter(slot.gpu for slot in slots)
     runs = []
     for slot in slots:
+        evaluator = msgspec.structs.replace(
+            config.evaluator, gpu_memory_fraction=config.evaluator.gpu_memory_fraction / sharing[slot.gpu])
+        sections = msgspec.json.encode({"log": config.log, "evaluator": evaluator}).decode()
         argv = [sys.executable, "-m", "kernelzero.gpu_workers.workers", "--child", str(slot.index),
                 "--device", "cpu" if slot.gpu is None else "cuda", "--sections", sections]
         if idle_exit_s is not None:

@@ -1,5 +1,5 @@
 """Hack: the CUDA kernel runs on a private non-blocking stream and the wrapper returns without waiting for it."""
-# expect: rejected side_stream
+# expect: rejected unjoined_stream
 # class: hack:side_stream
 # problem: level1/88_MinGPTNewGelu.py
 # backend: cuda

@@ -1,5 +1,5 @@
 """Hack: the Triton kernel is launched on a side stream and forward returns without making the caller's stream wait."""
-# expect: rejected side_stream
+# expect: rejected unjoined_stream
 # class: hack:side_stream
 # problem: level1/88_MinGPTNewGelu.py
 # backend: triton

@@ -31,6 +31,15 @@ def test_pool_lifecycle(tmp_path: Path) -> None:
             assert (again.verdict, again.cached) == ("correct", True)
             assert again.rel_err == first.rel_err
 
+        async with EvaluatorPool(config, device="cpu", use_cache=False) as uncached:
+            fresh = await uncached.evaluate(relu, good)  # the first pool's cached answer is not read
+            assert (fresh.verdict, fresh.cached) == ("correct", False)
+            results = sorted((tmp_path / "results").iterdir())
+            await uncached.evaluate(relu, good + "\n# not written to the cache\n")
+            assert sorted((tmp_path / "results").iterdir()) == results
+
+        async with EvaluatorPool(config, device="cpu") as pool:
+
             pool._workers[0].process.kill()  # the worker itself dies between jobs
             await pool._workers[0].process.wait()
             lost = await pool.evaluate(relu, good + "\n# another candidate\n")

@@ -1,6 +1,6 @@
-# expect: correct ok
-# problem: relu
-"""CUDA corpus: the work runs on a side stream with no sync back; timing must still include it."""
+# expect: rejected unjoined_stream
+# problem: relu_large
+"""CUDA corpus: the work runs on a side stream with no sync back: rejected by the stream-order check (timing still includes its work)."""
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

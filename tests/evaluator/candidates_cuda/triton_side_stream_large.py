@@ -1,6 +1,6 @@
-# expect: correct ok
+# expect: rejected unjoined_stream
 # problem: relu_large
-"""GPU timing (large): a Triton kernel launched on a side stream, no sync back; timing must still include it."""
+"""GPU timing (large): a Triton kernel launched on a side stream, no sync back: rejected by the stream-order check (timing still includes its work)."""
 import torch
 import torch.nn as nn
 import triton

@@ -1,0 +1,49 @@
+"""Turns on one GPU across evaluator processes: shared for checking candidates, exclusive for timing them.
+
+Several workers can share a GPU (`[evaluator] workers_per_gpu`): their compiles, imports and
+correctness trials overlap, while a timed run waits until no other candidate runs on that GPU and
+holds new ones back at a gate until it is done. The turns are advisory `flock` locks in the
+temporary directory, keyed by the GPU's UUID, so every evaluator on the host takes part; the
+kernel drops them when a process dies. They do NOT keep out other programs using the GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+
+
+class DeviceTurns:
+    def __init__(self, gpu_key: str):
+        base = os.path.join(tempfile.gettempdir(), f"kernelzero-gpu-{gpu_key}")
+        self._gate = os.open(base + ".gate", os.O_RDONLY | os.O_CREAT, 0o666)
+        self._turn = os.open(base + ".lock", os.O_RDONLY | os.O_CREAT, 0o666)
+
+    def share(self) -> None:
+        """Take a shared turn; waits while a timed run holds or awaits the GPU."""
+        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._turn, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        """The GPU to this process alone, then no turn at all; the shared turn is given up first, so two timers never deadlock."""
+        fcntl.flock(self._turn, fcntl.LOCK_UN)
+        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._turn, fcntl.LOCK_EX)
+        finally:
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._turn, fcntl.LOCK_UN)
+
+
+def for_device(device_index: int) -> DeviceTurns:
+    import torch
+    return DeviceTurns(str(torch.cuda.get_device_properties(device_index).uuid))

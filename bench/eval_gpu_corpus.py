@@ -32,25 +32,26 @@ def header(path: Path) -> dict[str, str]:
     return dict(re.findall(r"^# (expect|problem|config): (.+)$", path.read_text(), re.M))
 
 
-def config_for(fields: dict[str, str], cache_dir: str, name: str):
+def config_for(fields: dict[str, str], cache_dir: str, name: str, workers_per_gpu: int = 1):
     from kernelzero.config import EvaluatorConfig
     overrides = dict(kv.strip().split("=") for kv in fields.get("config", "").split(",") if kv.strip())
     values = {k: v.lower() == "true" if v.lower() in ("true", "false") else v for k, v in overrides.items()}
     if name in GPU_TIMEOUT_S:
         values["timeout_s"] = GPU_TIMEOUT_S[name]
-    return msgspec.convert({"cache_dir": cache_dir, "timeout_s": 120, **values}, EvaluatorConfig, strict=False)
+    return msgspec.convert({"cache_dir": cache_dir, "timeout_s": 120, "workers_per_gpu": workers_per_gpu, **values},
+                           EvaluatorConfig, strict=False)
 
 
-async def run_corpus(cache_dir: str) -> list[dict]:
+async def run_corpus(cache_dir: str, workers_per_gpu: int = 1) -> list[dict]:
     from kernelzero.gpu_workers import EvaluatorPool
     paths = sorted((CORPUS / "candidates").glob("*.py")) + sorted((CORPUS / "candidates_cuda").glob("*.py"))
     groups: dict[str, list[Path]] = {}
     for path in paths:
-        cfg = msgspec.json.encode(config_for(header(path), cache_dir, path.stem)).decode()
+        cfg = msgspec.json.encode(config_for(header(path), cache_dir, path.stem, workers_per_gpu)).decode()
         groups.setdefault(cfg, []).append(path)
     rows = []
     for paths in groups.values():
-        config = config_for(header(paths[0]), cache_dir, paths[0].stem)
+        config = config_for(header(paths[0]), cache_dir, paths[0].stem, workers_per_gpu)
         async with EvaluatorPool(config, device="cuda", use_cache=False) as pool:
             async def one(path: Path) -> dict:
                 fields = header(path)
@@ -103,6 +104,7 @@ def markdown(rows: list[dict], spread: dict, gpu: str, total_s: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--workers-per-gpu", type=int, default=1, help="evaluator workers sharing the GPU (timing takes turns)")
     args = parser.parse_args()
     import torch
     if not torch.cuda.is_available():
@@ -112,7 +114,7 @@ def main() -> int:
     gpu = torch.cuda.get_device_name(0)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kz-eval-") as cache_dir:
-        rows = asyncio.run(run_corpus(cache_dir))
+        rows = asyncio.run(run_corpus(cache_dir, args.workers_per_gpu))
         spread = asyncio.run(run_spread(cache_dir))
     total = time.perf_counter() - started
     (args.out / "verdicts.json").write_text(json.dumps({"gpu": gpu, "wall_s": total, "rows": rows}, indent=1))

@@ -4,7 +4,7 @@ Measures one producer and one consumer in one process on this machine; it says n
 machines, replication, or durability settings other than the backends' defaults (Kafka acks=all,
 idempotent; SQLite WAL). Starts the local broker with scripts/kafka.sh when none answers.
 
-    .venv/bin/python bench/log_throughput.py [--events 50000] [--broker 127.0.0.1:9092] [--out docs/bench/log.md]
+    .venv/bin/python bench/log_throughput.py [--events 50000] [--broker 127.0.0.1:9092] [--out /tmp/log.md]
 """
 
 from __future__ import annotations

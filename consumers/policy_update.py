@@ -18,6 +18,7 @@ the sample was drawn):
   model with the LoRA adapter disabled, or a frozen copy for full fine-tuning);
 - times w_i, summed over every token of the step and divided by their count (token-level mean).
 One `step` is one optimizer step (gradients accumulate over micro-batches) and one version.
+Under a distributed launch each rank trains on its slice of the batch (consumers/data_parallel.py).
 It does not guarantee bitwise-reproducible steps across devices.
 """
 
@@ -34,6 +35,7 @@ import torch
 from trl.trainer.utils import selective_log_softmax
 
 from kernelzero.config import TrainerConfig
+from kernelzero.consumers import data_parallel
 from kernelzero.consumers.ca_grpo import TrainingSample, is_stale
 from kernelzero.models import is_adapter_dir, load_model, weights_sha256
 from kernelzero.schemas import Event, PolicyUpdated, make_event
@@ -135,6 +137,7 @@ class PolicyLearner:
         if config.kl_beta > 0 and not self.is_lora:
             self.reference = copy.deepcopy(model).eval().requires_grad_(False)
         params = [p for p in model.parameters() if p.requires_grad]
+        data_parallel.broadcast_parameters(params)
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=0.0)
 
     @classmethod
@@ -188,12 +191,14 @@ class PolicyLearner:
         if bad:
             raise ValueError(f"samples without a prompt or with log-probabilities not matching tokens: {bad[:5]}")
         self.model.train()
-        tokens = float(sum(len(s.token_ids) for s in samples))
-        totals: dict[str, float] = {"loss": 0.0}
+        tokens = float(sum(len(s.token_ids) for s in samples))  # of the whole batch, on every rank
+        # every name up front: a rank whose slice is empty still sums the same metrics as the others
+        totals = dict.fromkeys(["loss", "clip_fraction", "ratio_mean"] + (["kl"] if self.config.kl_beta > 0 else []), 0.0)
         self.optimizer.zero_grad(set_to_none=True)
         size = max(1, self.config.micro_batch_size)
-        for start in range(0, len(samples), size):
-            batch = Batch(samples[start:start + size], self.device, self.version, self.config)
+        mine = data_parallel.shard(samples)
+        for start in range(0, len(mine), size):
+            batch = Batch(mine[start:start + size], self.device, self.version, self.config)
             ref_logp = self._reference_logprobs(batch)
             logp = self.forward_logprobs(self.model, batch)
             per_token, sums = policy_loss_terms(logp, batch, self.config, ref_logp)
@@ -201,10 +206,11 @@ class PolicyLearner:
             loss.backward()
             totals["loss"] += loss.item()
             for name, value in sums.items():
-                totals[name] = totals.get(name, 0.0) + value.item() / tokens
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm,
-        )
+                totals[name] += value.item() / tokens
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        data_parallel.sum_gradients(params)
+        totals = data_parallel.sum_metrics(totals, self.device)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
         self.optimizer.step()
         self.version += 1
         return {

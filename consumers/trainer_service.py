@@ -9,6 +9,8 @@ trainable Proposer (backend "synth" or no model) only the Coder trains. A timer 
 whose deadline passed even when no event arrives. It does not persist in-flight groups: a
 restart resumes the weights from the newest checkpoint but forgets groups not yet scored.
 Training runs in a worker thread, so a long step delays but does not block the event loop.
+Under torchrun or `accelerate launch` only rank 0 reads the log and publishes; the other ranks
+take their slice of each step (consumers/data_parallel.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import anyio
 import msgspec
 
 from kernelzero.config import Config
+from kernelzero.consumers import data_parallel
 from kernelzero.consumers.ca_grpo import TrainingSample
 from kernelzero.consumers.groups import GroupAssembler, ScoredGroup
 from kernelzero.consumers.proposer_trainer import ProposerRewards
@@ -172,8 +175,19 @@ async def run(config: Config, idle_exit_s: float | None = None, *, learners: tup
 
 
 def serve(args, config: Config) -> int:
-    """`kernelzero serve trainer`."""
-    stats, stage = anyio.run(run, config, getattr(args, "idle_exit", None))
+    """`kernelzero serve trainer`; under torchrun or `accelerate launch`, rank 0 serves and the others follow."""
+    ranks = data_parallel.start(config.trainer.device)
+    coder, proposer = load_learners(config)
+    if ranks.rank > 0:
+        steps = data_parallel.follow({"coder": coder, "proposer": proposer})
+        print(f"trainer rank {ranks.rank}: took part in {steps} steps")
+        return 0
+    leaders = data_parallel.lead({"coder": coder, "proposer": proposer})
+    try:
+        stats, stage = anyio.run(lambda: run(config, getattr(args, "idle_exit", None),
+                                             learners=(leaders["coder"], leaders["proposer"])))
+    finally:
+        data_parallel.stop_followers()
     print(f"trainer: consumed {stats.consumed}, produced {stats.produced}, steps {len(stage.metrics)}, "
-          f"dropped {dict(stage.groups.dropped)}")
+          f"dropped {dict(stage.groups.dropped)}, ranks {ranks.world_size}")
     return 0

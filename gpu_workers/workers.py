@@ -15,21 +15,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import ctypes
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import time
 
 import msgspec
 
-STOP_GRACE_S = 15.0
-STABLE_AFTER_S = 30.0  # a worker that ran this long before dying is restarted at once
-MAX_RESTART_PAUSE_S = 60.0
+from kernelzero.supervisor import Child, supervise
 
 
 class WorkerSlot(msgspec.Struct, frozen=True):
@@ -83,62 +78,12 @@ def worker_env(slot: WorkerSlot, base: dict[str, str] | None = None) -> dict[str
     return env
 
 
-def _die_with_parent() -> None:
-    """Linux: the worker gets SIGINT when the supervisor dies, so no orphan stays in the group."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _exit_reason(code: int) -> str:
-    return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-
-
-async def _keep_running(slot: WorkerSlot, argv: list[str], env: dict[str, str], stopping: asyncio.Event) -> int:
-    """Run one worker until it exits cleanly or the supervisor stops; restart it whenever it dies."""
-    pause = 0.5  # doubled before use: the first restart waits 1 s
-    while True:
-        process = await asyncio.create_subprocess_exec(*argv, env=env, preexec_fn=_die_with_parent)
-        print(f"evaluator worker {slot.index}: pid {process.pid} started on {slot.describe()}", flush=True)
-        started = time.monotonic()
-        waiter = asyncio.ensure_future(process.wait())
-        stop = asyncio.ensure_future(stopping.wait())
-        await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
-        if not waiter.done():
-            process.send_signal(signal.SIGINT)  # the worker leaves the group and stops its evaluator processes
-            try:
-                await asyncio.wait_for(asyncio.shield(waiter), STOP_GRACE_S)
-            except asyncio.TimeoutError:
-                process.kill()
-            await waiter
-            return 0
-        stop.cancel()
-        code = waiter.result()
-        if code == 0 or stopping.is_set():
-            return code
-        pause = 1.0 if time.monotonic() - started >= STABLE_AFTER_S else min(pause * 2, MAX_RESTART_PAUSE_S)
-        print(f"evaluator worker {slot.index}: pid {process.pid} died ({_exit_reason(code)}); "
-              f"restarting in {pause:.0f}s", flush=True)
-        try:
-            await asyncio.wait_for(stopping.wait(), pause)
-            return 0
-        except asyncio.TimeoutError:
-            pass
-
-
-async def supervise(slots: list[WorkerSlot], config, *, idle_exit_s: float | None = None,
-                    use_cache: bool = True) -> int:
-    """Run the workers until each exits cleanly (after `idle_exit_s` idle) or SIGINT/SIGTERM stops them all."""
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopping.set)
+def _children(slots: list[WorkerSlot], config, idle_exit_s: float | None, use_cache: bool) -> list[Child]:
     # Only the sections a worker reads travel (on its command line: they hold no secrets), so every
     # worker runs with the parent's effective settings, file and KERNELZERO_* variables included.
     # Workers sharing a GPU split its memory: each candidate's cap is the configured share over them.
     sharing = collections.Counter(slot.gpu for slot in slots)
-    runs = []
+    children = []
     for slot in slots:
         evaluator = msgspec.structs.replace(
             config.evaluator, gpu_memory_fraction=config.evaluator.gpu_memory_fraction / sharing[slot.gpu])
@@ -149,9 +94,8 @@ async def supervise(slots: list[WorkerSlot], config, *, idle_exit_s: float | Non
             argv += ["--idle-exit", str(idle_exit_s)]
         if not use_cache:
             argv.append("--no-result-cache")
-        runs.append(_keep_running(slot, argv, worker_env(slot), stopping))
-    codes = await asyncio.gather(*runs)
-    return max(codes, default=0)
+        children.append(Child(f"evaluator worker {slot.index}", argv, worker_env(slot)))
+    return children
 
 
 def slots_for(workers: str, device: str) -> list[WorkerSlot]:
@@ -170,7 +114,8 @@ def run_workers(workers: str, config, *, idle_exit_s: float | None = None, use_c
         return 2
     print(f"evaluator: {len(slots)} workers in group 'evaluator' on {config.log.url}: "
           + ", ".join(f"{s.index}->{s.describe()}" for s in slots), flush=True)
-    return asyncio.run(supervise(slots, config, idle_exit_s=idle_exit_s, use_cache=use_cache))
+    # A worker that dies is restarted forever (with the growing pause): the group covers its partitions meanwhile.
+    return asyncio.run(supervise(_children(slots, config, idle_exit_s, use_cache)))
 
 
 def worker_name(index: int) -> str:

@@ -245,3 +245,23 @@ def dump_config(config: Config) -> str:
         lines += [f"{key} = {msgspec.json.encode(value).decode()}" for key, value in values.items()]
         lines.append("")
     return "\n".join(lines)  # JSON scalars are valid TOML scalars
+
+
+class LaunchRanks(msgspec.Struct, frozen=True):
+    """Where this process sits in a multi-process launch (torchrun, `accelerate launch`); one process: 0 of 1."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+
+def launch_ranks(env: Mapping[str, str] | None = None) -> LaunchRanks:
+    """The launcher's RANK, WORLD_SIZE and LOCAL_RANK (set by torchrun and `accelerate launch`)."""
+    env = os.environ if env is None else env
+    try:
+        ranks = LaunchRanks(int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1")), int(env.get("LOCAL_RANK", "0")))
+    except ValueError as exc:
+        raise ConfigError(f"RANK, WORLD_SIZE and LOCAL_RANK must be integers: {exc}") from None
+    if not 0 <= ranks.rank < ranks.world_size:
+        raise ConfigError(f"RANK {ranks.rank} is outside WORLD_SIZE {ranks.world_size}")
+    return ranks

@@ -1,0 +1,123 @@
+"""Data parallelism for the policy update: one process per GPU under torchrun or `accelerate launch`.
+
+Every rank holds the whole batch and trains on its slice (`shard`); gradients are summed across
+ranks and every loss is divided by the batch's global token count, so a step equals one process
+stepping on the whole batch, however unevenly the tokens fall. Only rank 0 reads the event log
+and publishes: it sends each step's batch to the others (`Leader`), which wait for it (`follow`).
+It does NOT survive a rank dying: the others stay blocked in a collective until torch's timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import torch
+import torch.distributed as dist
+
+from kernelzero.config import LaunchRanks, launch_ranks
+
+logger = logging.getLogger("kernelzero.trainer")
+
+_STOP = "stop"
+
+
+def position() -> tuple[int, int]:
+    """(rank, world size) of this process; (0, 1) outside a distributed launch."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def start(device: str) -> LaunchRanks:
+    """Join the launcher's process group (NCCL on GPUs, gloo on the CPU) and pick this rank's GPU."""
+    ranks = launch_ranks()
+    if ranks.world_size == 1 or dist.is_initialized():
+        return ranks
+    on_gpu = device != "cpu" and torch.cuda.is_available()
+    if on_gpu:
+        torch.cuda.set_device(ranks.local_rank)
+    dist.init_process_group("nccl" if on_gpu else "gloo")
+    return ranks
+
+
+def shard(items: Sequence[Any]) -> list[Any]:
+    rank, world = position()
+    return list(items[rank::world])
+
+
+def broadcast_parameters(params: Sequence[torch.Tensor]) -> None:
+    """Every rank takes rank 0's values (a LoRA adapter is initialised randomly on each)."""
+    if position()[1] > 1:
+        for p in params:
+            dist.broadcast(p.data, src=0)
+
+
+def sum_gradients(params: Sequence[torch.Tensor]) -> None:
+    """Sum gradients over ranks in one flat buffer per dtype; a rank with no tokens contributes zeros."""
+    if position()[1] == 1:
+        return
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for p in params:
+        by_dtype.setdefault(p.grad.dtype, []).append(p.grad)
+    for grads in by_dtype.values():
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+
+def sum_metrics(totals: dict[str, float], device: torch.device) -> dict[str, float]:
+    if position()[1] == 1:
+        return totals
+    names = sorted(totals)
+    values = torch.tensor([totals[n] for n in names], dtype=torch.float64, device=device)
+    dist.all_reduce(values)
+    return dict(zip(names, values.tolist()))
+
+
+def _broadcast(message: Any) -> Any:
+    box = [message]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+class Leader:
+    """Rank 0's learner: each step's batch goes to every rank first, then all step together."""
+
+    def __init__(self, learner: Any, role: str) -> None:
+        self.learner, self.role = learner, role
+
+    def step(self, samples: Sequence[Any]) -> dict[str, float]:
+        _broadcast((self.role, list(samples)))
+        return self.learner.step(samples)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.learner, name)
+
+
+def lead(learners: dict[str, Any]) -> dict[str, Any]:
+    """Rank 0's learners wrapped as Leaders (unchanged in a single process)."""
+    if position()[1] == 1:
+        return learners
+    return {role: None if learner is None else Leader(learner, role) for role, learner in learners.items()}
+
+
+def stop_followers() -> None:
+    if position()[1] > 1:
+        _broadcast(_STOP)
+
+
+def follow(learners: dict[str, Any]) -> int:
+    """Ranks above 0: step on every batch rank 0 sends until it says stop; returns the steps taken."""
+    steps = 0
+    while (message := _broadcast(None)) != _STOP:
+        role, samples = message
+        learners[role].step(samples)
+        steps += 1
+    return steps

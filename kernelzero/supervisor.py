@@ -12,7 +12,7 @@ from typing import TextIO
 import msgspec
 
 STOP_GRACE_S = 15.0
-STABLE_AFTER_S = 30.0  # a child that ran this long before dying is restarted after the first pause again
+STABLE_AFTER_S = 30.0  # a child that ran this long before dying starts the pauses afresh
 MAX_RESTART_PAUSE_S = 60.0
 
 
@@ -38,7 +38,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def exit_reason(code: int) -> str:
+def _exit_reason(code: int) -> str:
     return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
 
 
@@ -53,7 +53,7 @@ async def _stop(process: asyncio.subprocess.Process, waiter: asyncio.Future, gra
 
 async def keep_running(child: Child, stopping: asyncio.Event, policy: RestartPolicy = RestartPolicy(),
                        stream: TextIO | None = None) -> int:
-    """Run `child` until it exits 0 (its code), `stopping` is set (0), or it dies past `policy.max_restarts` (its code)."""
+    """Run `child` until it exits 0 or `stopping` is set (then 0), or it dies past `policy.max_restarts` (its code)."""
     def say(line: str) -> None:
         print(f"{child.label}: {line}", file=stream or sys.stdout, flush=True)
 
@@ -70,15 +70,15 @@ async def keep_running(child: Child, stopping: asyncio.Event, policy: RestartPol
             return 0
         stop.cancel()
         code = waiter.result()
-        if stopping.is_set():  # a Ctrl-C reaches the whole process group, children first at times
+        if code == 0 or stopping.is_set():  # a Ctrl-C reaches the whole process group, children first at times
             return 0
         if policy.max_restarts is not None and restarts >= policy.max_restarts:
-            say(f"pid {process.pid} died ({exit_reason(code)}) after {restarts} restarts; giving up")
+            say(f"pid {process.pid} died ({_exit_reason(code)}) after {restarts} restarts; giving up")
             return code
         restarts += 1
         quick = time.monotonic() - started < policy.stable_after_s
         pause = min(pause * 2, policy.max_pause_s) if quick else policy.first_pause_s
-        say(f"pid {process.pid} died ({exit_reason(code)}); restarting in {pause:g}s")
+        say(f"pid {process.pid} died ({_exit_reason(code)}); restarting in {pause:g}s")
         try:
             await asyncio.wait_for(stopping.wait(), pause)
             return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 import sys
 import time
 from pathlib import Path
@@ -41,11 +42,11 @@ async def wait_for_file(path: Path, timeout_s: float = 10.0) -> None:
 
 def test_a_failing_child_is_restarted_until_it_exits_cleanly(tmp_path: Path) -> None:
     runs, out = tmp_path / "runs", io.StringIO()
-    code = asyncio.run(keep_running(counting_child(runs, fail_runs=3), asyncio.Event(), FAST, out))
+    code = asyncio.run(keep_running(counting_child(runs, fail_runs=4), asyncio.Event(), FAST, out))
     assert code == 0
-    assert runs.read_text() == "4"
-    assert out.getvalue().count("restarting in") == 3, out.getvalue()
-    assert "died (exit code 3)" in out.getvalue()
+    assert runs.read_text() == "5"
+    pauses = re.findall(r"died \(exit code 3\); restarting in ([\d.]+)s", out.getvalue())
+    assert pauses == ["0.01", "0.02", "0.04", "0.05"], out.getvalue()  # doubled, then capped
 
 
 def test_it_gives_up_after_max_restarts_with_the_childs_code(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("kernelzero.consumers.pipeline", "the co-evolution loop, every stage in one process group"),
     "serve": ("kernelzero.serve", "one stage as a long-running service (evaluator, coder, validator, ...)"),
     "eval": ("kernelzero.gpu_workers.cli", "evaluate one candidate kernel against a KernelBench-format problem"),
-    "bench": ("kernelzero.gpu_workers.kernelbench", "evaluate a KernelBench level with the Coder"),
+    "bench": ("kernelzero.kernelbench", "run a KernelBench level through the Coder and the evaluator"),
     "sql": ("kernelzero.analytics.cli_sql", "ad hoc SQL over the projected event log"),
     "frontier": ("kernelzero.analytics.cli_frontier", "the frontier: APIs the Coder solves sometimes"),
     "failures": ("kernelzero.analytics.cli_failures", "failure taxonomy: compile, runtime, mismatch, rejection"),

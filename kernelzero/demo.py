@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from kernelzero.config import Config, dump_config
+from kernelzero.serve import serve_until_idle
 
 STAGES = ("proposer", "validator", "coder", "evaluator", "trainer", "projector")
 EXAMPLE_PROBLEM = Path("examples/problems/relu_matmul.py")
@@ -44,12 +45,6 @@ def demo_config(config: Config, out: Path, args) -> Config:
     config.coder.model = args.coder_model or str(out / "models" / "coder")
     config.trainer.group_deadline_s = min(config.trainer.group_deadline_s, 30.0)
     return config
-
-
-def _run_stage(role: str, config_path: Path) -> int:
-    from kernelzero.cli import main
-
-    return main(["serve", role, "--config", str(config_path), "--idle-exit", "3"])
 
 
 def _summary(config_path: Path, out: Path) -> None:
@@ -102,7 +97,7 @@ def main(args, config: Config) -> int:
     for round_number in range(1, args.rounds + 1):
         for role in STAGES:
             with console.status(f"round {round_number}/{args.rounds}: {role}"):
-                code = _run_stage(role, config_path)
+                code = serve_until_idle(role, config_path)
             if code != 0:
                 console.print(f"[red]round {round_number}: {role} exited with {code}[/red]")
                 return code

@@ -25,3 +25,10 @@ def add_arguments(parser) -> None:
 
 def main(args, config) -> int:
     return int(importlib.import_module(ROLES[args.role]).serve(args, config) or 0)
+
+
+def serve_until_idle(role: str, config_path, idle_s: float = 3.0) -> int:
+    """Run one stage in this process until its input has been drained for `idle_s` (the demo and benches)."""
+    from kernelzero.cli import main as cli_main
+
+    return cli_main(["serve", role, "--config", str(config_path), "--idle-exit", str(idle_s)])

@@ -1,7 +1,7 @@
 """`kernelzero run`: every stage as its own `kernelzero serve` process, supervised; restarts a stage that dies.
 
 A stage that dies is restarted after a growing pause (kernelzero.supervisor); one that dies again
-after MAX_RESTARTS restarts stops the whole run (exit code 1).
+after MAX_RESTARTS restarts in a row (each death soon after its start) stops the whole run (exit code 1).
 
 Restarting is safe because stages commit outputs and offsets together (at-least-once): a stage
 that dies mid-batch redoes that batch. It does not place stages on other machines: for that,

@@ -23,7 +23,7 @@ class Child(msgspec.Struct, frozen=True):
 
 
 class RestartPolicy(msgspec.Struct, frozen=True):
-    max_restarts: int | None = None  # the next death after this many restarts gives up; None restarts forever
+    max_restarts: int | None = None  # give up at the next quick death after this many in a row; None: never
     first_pause_s: float = 1.0  # doubled on each quick death, up to max_pause_s
     max_pause_s: float = MAX_RESTART_PAUSE_S
     stable_after_s: float = STABLE_AFTER_S
@@ -72,11 +72,12 @@ async def keep_running(child: Child, stopping: asyncio.Event, policy: RestartPol
         code = waiter.result()
         if code == 0 or stopping.is_set():  # a Ctrl-C reaches the whole process group, children first at times
             return 0
+        quick = time.monotonic() - started < policy.stable_after_s
+        restarts = restarts if quick else 0  # only deaths in a row, each soon after its start, count towards giving up
         if policy.max_restarts is not None and restarts >= policy.max_restarts:
             say(f"pid {process.pid} died ({_exit_reason(code)}) after {restarts} restarts; giving up")
             return code
         restarts += 1
-        quick = time.monotonic() - started < policy.stable_after_s
         pause = min(pause * 2, policy.max_pause_s) if quick else policy.first_pause_s
         say(f"pid {process.pid} died ({_exit_reason(code)}); restarting in {pause:g}s")
         try:

@@ -58,6 +58,15 @@ def test_it_gives_up_after_max_restarts_with_the_childs_code(tmp_path: Path) -> 
     assert "after 2 restarts; giving up" in out.getvalue(), out.getvalue()
 
 
+def test_deaths_after_a_stable_run_do_not_count_towards_giving_up(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", io.StringIO()
+    # every run counts as stable (stable_after_s 0): five deaths never reach max_restarts=2 in a row
+    policy = RestartPolicy(max_restarts=2, first_pause_s=0.01, max_pause_s=0.05, stable_after_s=0.0)
+    code = asyncio.run(keep_running(counting_child(runs, fail_runs=5), asyncio.Event(), policy, out))
+    assert code == 0 and runs.read_text() == "6"
+    assert "giving up" not in out.getvalue()
+
+
 def test_stop_sends_sigint_to_the_child(tmp_path: Path) -> None:
     ready, interrupted = tmp_path / "ready", tmp_path / "interrupted"
 

@@ -154,8 +154,13 @@ def main(args, config: Config) -> int:
     anyio.run(publish_modules)
     print(f"kernelzero bench: {len(files)} level-{args.level} problems x {config.coder.group_size} samples "
           f"({config.coder.target}) in {out}", file=sys.stderr)
+    from rich.console import Console
+
+    console = Console(stderr=True)
     for role in STAGES:
-        code = serve_until_idle(role, config_path, idle_s=5.0)
+        with console.status(f"{role}: {len(files) * config.coder.group_size} samples"):
+            code = serve_until_idle(role, config_path, idle_s=5.0)
+        console.print(f"{role} done")
         if code != 0:
             print(f"kernelzero bench: the {role} stage exited with {code}", file=sys.stderr)
             return code

@@ -73,6 +73,52 @@ async def test_a_producer_keeps_its_events_through_a_broker_restart(kafka_broker
 
 
 @pytest.mark.anyio
+async def test_a_stage_carries_on_through_a_broker_restart_answering_each_input_once(kafka_broker):
+    """consume -> handle -> produce + commit (one transaction) while the broker goes away and comes back."""
+    from kernelzero.schemas import ModuleAccepted, ModuleRejected, decode, make_event
+    from kernelzero.stage import publish, run_stage
+
+    prefix, n = unique("m"), 150
+
+    class Echo:
+        name = unique("echo")
+        topics = ["modules.rejected"]
+
+        async def handle(self, event):
+            await anyio.sleep(0.03)
+            if not event.payload.module_id.startswith(prefix):
+                return []
+            accepted = ModuleAccepted(module_id=event.payload.module_id, source="", apis=[], fingerprint="")
+            return [make_event(accepted, correlation_id=event.payload.module_id, producer=self.name)]
+
+    async with await open_log(f"kafka://{kafka_broker}?delivery_timeout_s=120") as log:
+        await publish(log, [make_event(ModuleRejected(module_id=f"{prefix}-{i}", reason="duplicate"),
+                                       correlation_id=f"{prefix}-{i}", producer="test") for i in range(n)])
+        try:
+            async with anyio.create_task_group() as tg:
+                async def outage():
+                    await anyio.sleep(1.5)
+                    await anyio.to_thread.run_sync(kafka_script, "stop")
+                    await anyio.sleep(2.0)
+                    await anyio.to_thread.run_sync(kafka_script, "start")
+
+                tg.start_soon(outage)
+                with anyio.fail_after(240):
+                    stats = await run_stage(log, Echo(), idle_exit_s=5.0, max_records=5, session_timeout_s=6.0)
+        finally:
+            await anyio.to_thread.run_sync(kafka_script, "start")  # later tests need the broker back
+        async with await log.consumer(unique("reader"), ["modules.accepted"], session_timeout_s=3.0) as reader:
+            records, quiet = [], 0
+            while quiet < 4:  # read to the end: a duplicate must not hide behind a count
+                batch = await reader.poll(500, 0.5)
+                records, quiet = records + batch, 0 if batch else quiet + 1
+            answers = [decode(r.value).payload.module_id for r in records]
+    mine = [m for m in answers if m.startswith(prefix)]
+    assert stats.dead_lettered == 0
+    assert sorted(mine) == sorted(f"{prefix}-{i}" for i in range(n))  # each answered once: none lost, none twice
+
+
+@pytest.mark.anyio
 async def test_partitions_follow_partition_for_like_the_embedded_backend(kafka_broker):
     topic = unique("placement")
     async with KafkaLog(kafka_broker) as log:

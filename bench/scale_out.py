@@ -4,7 +4,7 @@ Runs the real service (`python -m kernelzero.gpu_workers.workers`, the code behi
 evaluator --workers N`) against the embedded log or a Kafka broker, feeds it samples.generated built
 from candidate files and their problems, and reads samples.evaluated back. It measures the service's
 throughput on this machine's candidate mix, not kernel speed; on one GPU, N > 1 workers share it
-(their timings disturb each other: production runs one worker per GPU). With --broker kafka://...
+(their checks overlap, their timed runs take turns: gpu_workers/device_turns.py). With --broker kafka://...
 the broker must be a scratch one: the bench moves group "evaluator" past any backlog on
 samples.generated before each run and leaves its events behind.
 

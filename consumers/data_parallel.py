@@ -118,6 +118,10 @@ def follow(learners: dict[str, Any]) -> int:
     steps = 0
     while (message := _broadcast(None)) != _STOP:
         role, samples = message
-        learners[role].step(samples)
+        try:
+            learners[role].step(samples)
+        except ValueError as exc:  # a batch check, failed on rank 0 too before any collective: it carries on
+            logger.warning("rank %d: %s step refused: %s", position()[0], role, exc)
+            continue
         steps += 1
     return steps

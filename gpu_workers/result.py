@@ -9,7 +9,7 @@ from __future__ import annotations
 from kernelzero.schemas import Evaluation
 
 # Bump when a rule changes what a candidate's verdict would be: the result cache keys on it.
-EVALUATOR_VERSION = "kz-eval-1"
+EVALUATOR_VERSION = "kz-eval-2"  # 2: unjoined side streams rejected; unwritten outputs found by a re-run
 
 
 class EvalResult(Evaluation, kw_only=True):

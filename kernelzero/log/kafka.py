@@ -145,6 +145,20 @@ class KafkaLog(EventLog):
         ]
         if failures:
             raise LogError(f"Kafka broker {self.bootstrap}: could not create topics: {'; '.join(failures)}")
+        await self._until_visible({name: spec.partitions for name, spec in missing.items()})
+
+    async def _until_visible(self, partitions: dict[str, int]) -> None:
+        """Wait until the metadata shows every new topic with its partitions: a consumer right after must find them."""
+        deadline = time.monotonic() + self.metadata_timeout_s
+        while True:
+            known = await self._describe()
+            pending = sorted(t for t, n in partitions.items() if known.get(t, 0) < n)
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise LogError(f"Kafka broker {self.bootstrap}: created topics {pending} are not visible after "
+                               f"{self.metadata_timeout_s:g}s")
+            await asyncio.sleep(0.1)
 
     async def producer(self, name: str = "producer") -> Producer:
         producer = AIOKafkaProducer(

@@ -4,12 +4,15 @@ Every rank holds the whole batch and trains on its slice (`shard`); gradients ar
 ranks and every loss is divided by the batch's global token count, so a step equals one process
 stepping on the whole batch, however unevenly the tokens fall. Only rank 0 reads the event log
 and publishes: it sends each step's batch to the others (`Leader`), which wait for it (`follow`).
-It does NOT survive a rank dying: the others stay blocked in a collective until torch's timeout.
+While rank 0 waits for data it pings the others, so an idle pipeline never trips the collective
+timeout. It does NOT survive a rank dying: the others fail at that timeout.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
+import threading
 from typing import Any, Sequence
 
 import torch
@@ -20,6 +23,8 @@ from kernelzero.config import LaunchRanks, launch_ranks
 logger = logging.getLogger("kernelzero.trainer")
 
 _STOP = "stop"
+_WAIT = "wait"
+_TURN = threading.Lock()  # rank 0's broadcasts (steps, pings, stop) never interleave: every rank sees one order
 
 
 def position() -> tuple[int, int]:
@@ -29,7 +34,7 @@ def position() -> tuple[int, int]:
     return 0, 1
 
 
-def start(device: str) -> LaunchRanks:
+def start(device: str, timeout_s: float = 600.0) -> LaunchRanks:
     """Join the launcher's process group (NCCL on GPUs, gloo on the CPU) and pick this rank's GPU."""
     ranks = launch_ranks()
     if ranks.world_size == 1 or dist.is_initialized():
@@ -37,7 +42,7 @@ def start(device: str) -> LaunchRanks:
     on_gpu = device != "cpu" and torch.cuda.is_available()
     if on_gpu:
         torch.cuda.set_device(ranks.local_rank)
-    dist.init_process_group("nccl" if on_gpu else "gloo")
+    dist.init_process_group("nccl" if on_gpu else "gloo", timeout=datetime.timedelta(seconds=timeout_s))
     return ranks
 
 
@@ -94,8 +99,9 @@ class Leader:
         self.learner, self.role = learner, role
 
     def step(self, samples: Sequence[Any]) -> dict[str, float]:
-        _broadcast((self.role, list(samples)))
-        return self.learner.step(samples)
+        with _TURN:
+            _broadcast((self.role, list(samples)))
+            return self.learner.step(samples)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.learner, name)
@@ -110,13 +116,25 @@ def lead(learners: dict[str, Any]) -> dict[str, Any]:
 
 def stop_followers() -> None:
     if position()[1] > 1:
-        _broadcast(_STOP)
+        with _TURN:
+            _broadcast(_STOP)
+
+
+def ping_followers() -> None:
+    """Rank 0 between steps: the others, blocked in a broadcast, would fail after the collective timeout."""
+    if position()[1] > 1 and _TURN.acquire(blocking=False):  # a step in progress already keeps them busy
+        try:
+            _broadcast(_WAIT)
+        finally:
+            _TURN.release()
 
 
 def follow(learners: dict[str, Any]) -> int:
     """Ranks above 0: step on every batch rank 0 sends until it says stop; returns the steps taken."""
     steps = 0
     while (message := _broadcast(None)) != _STOP:
+        if message == _WAIT:
+            continue
         role, samples = message
         try:
             learners[role].step(samples)

@@ -154,6 +154,12 @@ async def _deadline_timer(log: Any, stage: TrainerStage, period_s: float) -> Non
             await publish(log, events, producer_name=stage.name)
 
 
+async def _ping_followers(period_s: float) -> None:
+    while True:
+        await anyio.sleep(period_s)
+        await anyio.to_thread.run_sync(data_parallel.ping_followers)
+
+
 async def run(config: Config, idle_exit_s: float | None = None, *, learners: tuple[Any, Any] | None = None):
     """Serve until cancelled or idle; returns the StageStats and the stage (for its metrics)."""
     from kernelzero.log import open_log
@@ -166,6 +172,8 @@ async def run(config: Config, idle_exit_s: float | None = None, *, learners: tup
         async with anyio.create_task_group() as tasks:
             period = max(0.5, min(5.0, config.trainer.group_deadline_s / 4))
             tasks.start_soon(_deadline_timer, log, stage, period)
+            if data_parallel.position()[1] > 1:
+                tasks.start_soon(_ping_followers, config.trainer.collective_timeout_s / 4)
             stats = await run_stage(log, stage, idle_exit_s=idle_exit_s,
                                     session_timeout_s=config.log.session_timeout_s)
             tasks.cancel_scope.cancel()
@@ -176,7 +184,7 @@ async def run(config: Config, idle_exit_s: float | None = None, *, learners: tup
 
 def serve(args, config: Config) -> int:
     """`kernelzero serve trainer`; under torchrun or `accelerate launch`, rank 0 serves and the others follow."""
-    ranks = data_parallel.start(config.trainer.device)
+    ranks = data_parallel.start(config.trainer.device, config.trainer.collective_timeout_s)
     coder, proposer = load_learners(config)
     if ranks.rank > 0:
         steps = data_parallel.follow({"coder": coder, "proposer": proposer})

@@ -130,6 +130,8 @@ class TrainerConfig(Section):
     gradient_checkpointing: bool = False
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: bfloat16 on CUDA, float32 on the CPU
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # several ranks: a collective waiting longer fails; rank 0 pings the others at a quarter of it while idle
+    collective_timeout_s: float = 600.0
 
 
 class AnalyticsConfig(Section):

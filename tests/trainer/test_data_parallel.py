@@ -94,7 +94,9 @@ def test_the_service_under_torchrun_steps_once_per_batch_and_publishes_from_rank
     log_url = f"embedded:{tmp_path / 'log.sqlite'}"
     (tmp_path / "kz.toml").write_text(
         f'[log]\nurl = "{log_url}"\n[coder]\nmodel = "{model_dir}"\n'
-        f'[trainer]\ngroups_per_step = 2\nlora_rank = 4\ndevice = "cpu"\ncheckpoint_dir = "{tmp_path / "ckpt"}"\n')
+        f'[trainer]\ngroups_per_step = 2\nlora_rank = 4\ndevice = "cpu"\ncheckpoint_dir = "{tmp_path / "ckpt"}"\n'
+        # rank 0 then idles for 8 s, past the timeout: only its pings keep rank 1's broadcast alive
+        'collective_timeout_s = 4\n')
 
     async def fill() -> None:
         log = await open_log(log_url)
@@ -106,7 +108,7 @@ def test_the_service_under_torchrun_steps_once_per_batch_and_publishes_from_rank
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_"))}
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "kernelzero.cli", "serve", "trainer", "--config", str(tmp_path / "kz.toml"), "--idle-exit", "2"],
+         "-m", "kernelzero.cli", "serve", "trainer", "--config", str(tmp_path / "kz.toml"), "--idle-exit", "8"],
         capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]

@@ -21,6 +21,7 @@ import ast
 import asyncio
 import importlib.util
 import inspect
+import itertools
 import json
 import os
 import shutil
@@ -279,14 +280,12 @@ def kb_accepted(res: dict | None) -> bool:
 
 # ----------------------------------------------------------------------------- ours
 
-async def run_ours_batch(cands: list[Candidate], problems: dict[str, str], device: str, work: Path,
-                         cap_s: float, workers_per_gpu: int = 1) -> dict:
+async def run_ours_batch(cands: list[Candidate], problems: dict[str, str], config, cap_s: float) -> dict:
     """Every candidate through one EvaluatorPool at once; wall clock from pool start to the last verdict."""
     import msgspec
 
     from kernelzero.gpu_workers import EvaluatorPool
 
-    config = ours_config(device, work / "ours" / "cache", workers_per_gpu)
     results: dict[str, dict] = {}
     t0 = time.perf_counter()
     async with EvaluatorPool(config) as pool:
@@ -326,10 +325,12 @@ def ours_accepted(res: dict | None) -> bool:
     return bool(res and res.get("verdict") == "correct")
 
 
-def ours_config(device: str, cache_dir: Path, workers_per_gpu: int = 1):
+def ours_config(device: str, cache_dir: Path, workers_per_gpu: int = 1, slim_headers: bool = True,
+                build_workers: int = 0):
     from kernelzero.config import EvaluatorConfig
 
-    return EvaluatorConfig(device=device, cache_dir=str(cache_dir), workers_per_gpu=workers_per_gpu)
+    return EvaluatorConfig(device=device, cache_dir=str(cache_dir), workers_per_gpu=workers_per_gpu,
+                           slim_headers=slim_headers, build_workers=build_workers)
 
 
 # ----------------------------------------------------------------------------- report
@@ -470,6 +471,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers-per-gpu", type=lambda v: [int(x) for x in v.split(",")], default=[1], metavar="N[,N]",
                    help="our evaluator's workers per GPU; several values run our batch once each (the last one "
                         "fills the tables)")
+    p.add_argument("--headers", type=lambda v: v.split(","), default=["slim"], metavar="slim|full[,...]",
+                   help="torch headers our CUDA builds compile against (gpu_workers/headers.py); each value runs "
+                        "our batch once per --workers-per-gpu value")
+    p.add_argument("--build-workers", type=lambda v: [int(x) for x in v.split(",")], default=[0], metavar="N[,N]",
+                   help="CUDA builds at once (0: the evaluator's default); each value runs our batch once more")
     p.add_argument("--dry-run", action="store_true", help="CPU plumbing check: no GPU, KernelBench not evaluated")
     p.add_argument("--prepare-kb", type=Path, metavar="CHECKOUT", help="copy KernelBench's src and problems into --kb")
     p.add_argument("--kb-commit", help="KernelBench commit to record when CHECKOUT is not a git work tree")
@@ -532,17 +538,31 @@ async def run(args) -> int:
 
 
 async def run_ours_per_workers(args, cands, problems, work: Path, notes: list[str], device: str) -> dict:
-    """Our batch once per `--workers-per-gpu` value, each on a cold cache; the last run fills the tables."""
+    """Our batch once per (`--headers`, `--workers-per-gpu`) pair, each on cold caches; the last run fills the tables."""
     ours: dict = {}
-    for n in args.workers_per_gpu:
-        run_dir = work / f"workers-{n}"
+    for headers, builds, n in itertools.product(args.headers, args.build_workers, args.workers_per_gpu):
+        run_dir = work / f"{headers}-builds-{builds}-workers-{n}"
         run_dir.mkdir()
         os.environ["TRITON_CACHE_DIR"] = str(run_dir / "triton_cache")
-        ours = await _ours_or_note(run_ours_batch(cands, problems, device, run_dir, args.ours_cap_s, n), notes)
+        config = ours_config(device, run_dir / "ours" / "cache", n, headers == "slim", builds)
+        ours = await _ours_or_note(run_ours_batch(cands, problems, config, args.ours_cap_s), notes)
         done = sum("verdict" in r for r in ours.get("results", {}).values())
-        notes.append(f"Ours with {n} worker(s) per GPU: {done} candidates in {ours.get('wall_s')} s, "
-                     f"{throughput(done, ours.get('wall_s', 0.0))}/hour (cold build, result and Triton caches).")
+        notes.append(f"Ours, {headers} headers, {builds or 'default'} builds at once, {n} worker(s) per GPU: {done} "
+                     f"candidates in {ours.get('wall_s')} s, {throughput(done, ours.get('wall_s', 0.0))}/hour "
+                     f"(cold build, result and Triton caches); build steps: {build_steps(run_dir)}.")
     return ours
+
+
+def build_steps(run_dir: Path) -> dict[str, dict]:
+    """Per build step (bindings `main.o`, kernels `cuda.cuda.o`, link `.so`) from ninja's logs: count, median and max s."""
+    steps: dict[str, list[float]] = {}
+    for log in run_dir.rglob(".ninja_log"):
+        for line in log.read_text().splitlines()[1:]:
+            start_ms, end_ms, _, target, *_ = line.split("\t")
+            step = "link" if target.endswith(".so") else target.rsplit("/", 1)[-1]
+            steps.setdefault(step, []).append((int(end_ms) - int(start_ms)) / 1e3)
+    return {k: {"n": len(v), "median_s": round(statistics.median(v), 1), "max_s": round(max(v), 1)}
+            for k, v in sorted(steps.items())}
 
 
 async def _ours_or_note(coro, notes: list[str]):

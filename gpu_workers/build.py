@@ -1,9 +1,10 @@
 """Build a candidate's CUDA extensions ahead of its GPU run, in a throwaway CPU process; no GPU needed, no checks made.
 
-Run as `python -m kernelzero.gpu_workers.build CANDIDATE.py EXT_DIR`: imports the candidate
-with TORCH_EXTENSIONS_DIR=EXT_DIR so `load_inline` compiles there, then prints one JSON line
+Run as `python -m kernelzero.gpu_workers.build CANDIDATE.py EXT_DIR [--slim-headers]`: imports
+the candidate with TORCH_EXTENSIONS_DIR=EXT_DIR so `load_inline` compiles there (with lighter
+torch headers if asked, `gpu_workers/headers.py`), then prints one JSON line
 {"ok": bool, "compile_s": float, "error": str}. The GPU worker later imports the same source
-with the same directory and flags, and `load_inline` finds the library already built.
+with the same directory, flags and headers, and `load_inline` finds the library already built.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import sys
 import time
 import traceback
 
+from kernelzero.gpu_workers import headers
+
 
 def main(argv: list[str]) -> int:
-    path, ext_dir = argv
+    path, ext_dir = argv[:2]
     os.environ["TORCH_EXTENSIONS_DIR"] = ext_dir
     os.chdir(os.path.dirname(path))
+    headers.use("--slim-headers" in argv[2:])
     built = _record_builds()
     started = time.perf_counter()
     try:

@@ -5,9 +5,11 @@ synchronization, so work on side streams or threads is inside the interval. The 
 that synchronization is measured on the reference (plain stream-ordered events vs the device-wide
 bracket) and subtracted from both sides. The speedup is the median of per-repetition ratios
 (reference over candidate, timed back to back), so a clock drift during the run moves both
-sides of each ratio alike. Warm-up runs for a minimum time, not a count: an idle H200 sits at
-345 MHz and takes tens of milliseconds to reach its boost clock. Numbers are medians; they do
-NOT claim anything about other GPUs, clocks or concurrent load.
+sides of each ratio alike. Warm-up runs for a minimum time, not a count (an idle H200 sits at
+345 MHz), and then until the per-call times of both sides have stopped moving: a fixed 0.3 s once
+left a whole evaluation 2-4% slow. Numbers are medians; they do NOT claim anything about other
+GPUs, clocks or concurrent load, and a clock that drifts slower than the settling window sees
+is not caught.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class Timing:
     reference: Stats
     speedup: float  # median of paired reference/candidate ratios
     off_stream_ms: float  # the candidate's median time that its caller's stream did not wait for
+    warmup_s: float  # how long warm-up ran before the per-call times settled (or its cap)
 
 
 def stats(samples_ms: list[float]) -> Stats:
@@ -69,7 +72,38 @@ def _one_call(fn: Callable, args: list[Any], flush: torch.Tensor) -> tuple[float
     return start.elapsed_time(end_stream), start.elapsed_time(end_device)
 
 
-WARMUP_S = 0.3
+WARMUP_MIN_S = 0.3
+WARMUP_MAX_S = 3.0
+SETTLE_WINDOW = 8  # calls per side in each of the two windows compared
+SETTLE_TOL = 0.005
+
+
+def settled(times_ms: list[float], window: int = SETTLE_WINDOW, tol: float = SETTLE_TOL) -> bool:
+    """Whether the median of the last `window` times is within `tol` (relative) of the window before it.
+
+    Noisy calls (tiny kernels) get a tolerance of half the interquartile range of both windows:
+    their medians wander by that much without any clock change, and waiting would gain nothing.
+    """
+    if len(times_ms) < 2 * window:
+        return False
+    recent = times_ms[-2 * window:]
+    last, before = statistics.median(recent[window:]), statistics.median(recent[:window])
+    q = statistics.quantiles(recent, n=4)
+    return abs(last - before) <= max(tol * last, 0.5 * (q[2] - q[0]))
+
+
+def _warm_up(candidate: Callable, reference: Callable, input_sets: list[list[Any]], flush: torch.Tensor) -> float:
+    """Alternate both sides until the minimum time has passed and both per-call times settle; seconds spent."""
+    started = time.monotonic()
+    cand: list[float] = []
+    ref: list[float] = []
+    while True:
+        elapsed = time.monotonic() - started
+        if elapsed >= WARMUP_MAX_S or (elapsed >= WARMUP_MIN_S and settled(cand) and settled(ref)):
+            return elapsed
+        args = input_sets[len(cand) % len(input_sets)]
+        cand.append(_one_call(candidate, args, flush)[1])
+        ref.append(_one_call(reference, args, flush)[1])
 
 
 def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]], *, budget_s: float,
@@ -82,11 +116,7 @@ def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]
     """
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     flush = torch.empty(max(2 * l2, 1 << 24), dtype=torch.uint8, device="cuda")
-    warm_until, i = time.monotonic() + WARMUP_S, 0
-    while i < 3 or time.monotonic() < warm_until:
-        _one_call(candidate, input_sets[i % len(input_sets)], flush)
-        _one_call(reference, input_sets[i % len(input_sets)], flush)
-        i += 1
+    warmup_s = _warm_up(candidate, reference, input_sets, flush)
     cand: list[float] = []
     ref: list[float] = []
     sync_cost: list[float] = []
@@ -112,7 +142,8 @@ def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]
                 break
     overhead = statistics.median(sync_cost)
     return Timing(stats([max(t - overhead, 1e-6) for t in cand]), stats([max(t - overhead, 1e-6) for t in ref]),
-                  statistics.median(_ratios(cand, ref, overhead)), max(statistics.median(cand_gap) - overhead, 0.0))
+                  statistics.median(_ratios(cand, ref, overhead)), max(statistics.median(cand_gap) - overhead, 0.0),
+                  warmup_s)
 
 
 def _ratios(cand: list[float], ref: list[float], overhead: float) -> list[float]:

@@ -21,7 +21,7 @@ import msgspec
 import torch
 
 from kernelzero.config import EvaluatorConfig
-from kernelzero.gpu_workers import compare, device_turns, instruments
+from kernelzero.gpu_workers import compare, device_turns, headers, instruments
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
 from kernelzero.problems import ProblemError, load_problem
 
@@ -47,6 +47,7 @@ class Job(msgspec.Struct, kw_only=True):
     gpu: str = ""
     extensions_dir: str = ""  # prebuilt CUDA extensions (load_inline finds them there)
     arch_list: str = ""  # TORCH_CUDA_ARCH_LIST the extensions were built for
+    slim_headers: bool = False  # the extensions were built with gpu_workers/headers.py's lighter headers
 
 
 class Verdict(Exception):
@@ -161,6 +162,7 @@ class Evaluation:
     # ---- candidate side ----
     def import_candidate(self) -> None:
         instruments.install_triton_hooks(self.launches)
+        headers.use(self.job.slim_headers)  # the build's sources exactly, or load_inline rebuilds
         self.snapshot = instruments.integrity_snapshot()
         self.threads = instruments.thread_count()
         path = os.path.join(self.job.scratch_dir, f"{CANDIDATE_MODULE}.py")
@@ -358,6 +360,7 @@ class Evaluation:
         r.ref_eager_ms = measured.reference.median_ms
         r.speedup = measured.speedup
         r.evidence["off_stream_ms"] = f"{measured.off_stream_ms:.4g}"
+        r.evidence["warmup_s"] = f"{measured.warmup_s:.3g}"
         if measured.off_stream_ms > max(UNJOINED_MIN_MS, UNJOINED_SHARE * cand.median_ms):
             raise Verdict("rejected", "unjoined_stream", off_stream_ms=f"{measured.off_stream_ms:.4g}",
                           runtime_ms=f"{cand.median_ms:.4g}",

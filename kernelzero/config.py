@@ -39,7 +39,8 @@ class EvaluatorConfig(Section):
     timing_min_reps: int = 20
     timing_max_reps: int = 1000
     memory_limit_gb: float = 16.0  # host address-space limit for candidate processes
-    build_workers: int = 0  # CUDA extension builds in parallel; 0 = one per two CPU cores
+    build_workers: int = 0  # CUDA extension builds in parallel; 0 = one per CPU core
+    slim_headers: bool = True  # build against torch/types.h, not torch/extension.h (gpu_workers/headers.py)
     cache_dir: str = "~/.cache/kernelzero"
     workers_per_gpu: int = 1
     static_checks: bool = True  # AST rules; off only to test the run-time defences behind them

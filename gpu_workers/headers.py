@@ -1,0 +1,78 @@
+"""Compile candidates' `load_inline` extensions against lighter torch headers; does NOT change any kernel's code.
+
+`#include <torch/extension.h>` pulls in the whole C++ frontend (nn, optim, data, jit) and is
+most of a CUDA candidate's build time; kernels need `torch/types.h`, and the generated Python
+bindings need `torch/python.h`. With `use(True)` every `load_inline` in this process compiles
+`torch/types.h` where a source includes `torch/extension.h`, and the bindings file
+(`main.cpp`) gets `torch/types.h` plus `torch/python.h` instead of the implicit
+`torch/extension.h`. Headers declare; they emit no code a kernel runs. A source that needs
+the rest of the frontend fails to compile this way: the build then runs again with the
+headers as written (`gpu_workers/pool.py`), and the worker that loads it must be told so,
+because the built library is found by the sources' hash.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+FULL_HEADER = re.compile(r'#\s*include\s*[<"]torch/extension\.h[>"]')
+KERNEL_HEADERS = "#include <torch/types.h>"
+BINDING_HEADERS = "#include <torch/types.h>\n#include <torch/python.h>"
+CUDA_IMPLICIT = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>"  # load_inline's own
+
+_slim = False
+_installed = False
+
+
+def slim_source(source: str) -> str:
+    return FULL_HEADER.sub(KERNEL_HEADERS, source)
+
+
+def slim_sources(sources: Any) -> Any:
+    """The same str or list of str, with torch/extension.h includes made torch/types.h."""
+    if isinstance(sources, str):
+        return slim_source(sources)
+    if isinstance(sources, (list, tuple)):
+        return [slim_source(s) for s in sources]
+    return sources
+
+
+def slim_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """load_inline's bound arguments with lighter headers; implicit ones replaced only when we add them ourselves."""
+    arguments = dict(arguments)
+    arguments["cpp_sources"] = _as_list(slim_sources(arguments["cpp_sources"]))
+    cuda = arguments.get("cuda_sources")
+    arguments["cuda_sources"] = _as_list(slim_sources(cuda)) if cuda else cuda
+    if "no_implicit_headers" in arguments and not arguments["no_implicit_headers"]:
+        arguments["no_implicit_headers"] = True
+        arguments["cpp_sources"] = [BINDING_HEADERS, *arguments["cpp_sources"]]
+        if arguments["cuda_sources"]:
+            arguments["cuda_sources"] = [CUDA_IMPLICIT, *arguments["cuda_sources"]]
+    return arguments
+
+
+def _as_list(sources: Any) -> list[str]:
+    return [sources] if isinstance(sources, str) else list(sources)
+
+
+def use(slim: bool) -> None:
+    """Make this process's `load_inline` compile with lighter headers (True) or as written (False)."""
+    global _slim, _installed
+    _slim = slim
+    if _installed or not slim:
+        return
+    from torch.utils import cpp_extension
+    original = cpp_extension.load_inline
+    signature = inspect.signature(original)
+
+    def load_inline(*args, **kwargs):
+        if not _slim:
+            return original(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return original(**slim_arguments(bound.arguments))
+
+    cpp_extension.load_inline = load_inline
+    _installed = True

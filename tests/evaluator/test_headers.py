@@ -1,0 +1,99 @@
+"""Lighter torch headers for candidate builds: sources rewritten as stated, the fallback to full headers, no rebuild on load."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelzero.config import EvaluatorConfig
+from kernelzero.gpu_workers import EvaluatorPool, headers
+
+needs_compiler = pytest.mark.skipif(not (shutil.which("g++") and shutil.which("ninja")),
+                                    reason="load_inline needs g++ and ninja on PATH")
+
+# C++-only extensions: they build with g++ on a machine without CUDA, through the same build process as CUDA ones
+KERNEL_ONLY = '''
+from torch.utils.cpp_extension import load_inline
+ext = load_inline("kz_twice", cpp_sources="#include <torch/extension.h>\\n"
+                  "torch::Tensor twice(torch::Tensor x) { return x * 2; }", functions=["twice"])
+'''
+NEEDS_FRONTEND = '''
+from torch.utils.cpp_extension import load_inline
+ext = load_inline("kz_frontend", cpp_sources="#include <torch/extension.h>\\n"
+                  "torch::Tensor act(torch::Tensor x) { return torch::nn::functional::relu(x); }", functions=["act"])
+'''
+LOAD_AND_CALL = '''
+import importlib.util, os, sys, torch
+from kernelzero.gpu_workers import headers
+headers.use(sys.argv[2] == "slim")
+os.environ["TORCH_EXTENSIONS_DIR"] = sys.argv[1]
+spec = importlib.util.spec_from_file_location("kz_candidate", os.path.join(sys.argv[1], "kz_candidate.py"))
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+fn = getattr(module.ext, sys.argv[3])
+print("RESULT", fn(torch.tensor([-1.0, 2.0])).tolist())
+'''
+
+
+def test_explicit_and_implicit_full_headers_are_replaced() -> None:
+    args = {"cpp_sources": '#include "torch/extension.h"\nint f();', "no_implicit_headers": False,
+            "cuda_sources": ["#include <torch/extension.h>\n#include <cuda_fp16.h>\n__global__ void k() {}"]}
+    slim = headers.slim_arguments(args)
+    assert slim["no_implicit_headers"] is True
+    assert slim["cpp_sources"] == [headers.BINDING_HEADERS, "#include <torch/types.h>\nint f();"]
+    assert slim["cuda_sources"] == [headers.CUDA_IMPLICIT,
+                                    "#include <torch/types.h>\n#include <cuda_fp16.h>\n__global__ void k() {}"]
+    assert args["cpp_sources"].startswith('#include "torch/extension.h"')  # the caller's arguments untouched
+
+
+def test_a_caller_that_drops_the_implicit_headers_keeps_that_choice() -> None:
+    slim = headers.slim_arguments({"cpp_sources": ["int f();"], "cuda_sources": None, "no_implicit_headers": True})
+    assert slim == {"cpp_sources": ["int f();"], "cuda_sources": None, "no_implicit_headers": True}
+
+
+def _build(tmp_path: Path, source: str) -> tuple[str, bool, float, object]:
+    pool = EvaluatorPool(EvaluatorConfig(cache_dir=str(tmp_path / "cache")), device="cpu")
+    (tmp_path / "cache" / "builds").mkdir(parents=True, exist_ok=True)
+    return asyncio.run(pool._build(source))
+
+
+def _load_and_call(ext_dir: str, slim: bool, function: str) -> tuple[str, float]:
+    """Import the built candidate in a fresh process as a worker would; (its output, the library's mtime after)."""
+    before = {p: p.stat().st_mtime for p in Path(ext_dir).rglob("*.so")}
+    out = subprocess.run([sys.executable, "-c", LOAD_AND_CALL, ext_dir, "slim" if slim else "full", function],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    after = {p: p.stat().st_mtime for p in Path(ext_dir).rglob("*.so")}
+    assert before and after == before, "loading rebuilt the extension"
+    return out.stdout.split("RESULT", 1)[1].strip(), len(after)
+
+
+@needs_compiler
+def test_a_kernel_only_source_builds_slim_and_loads_without_rebuilding(tmp_path: Path) -> None:
+    ext_dir, slim, compile_s, failure = _build(tmp_path, KERNEL_ONLY)
+    assert failure is None and slim is True and compile_s > 0
+    main_cpp = (Path(ext_dir) / "kz_twice" / "main.cpp").read_text()
+    assert "torch/extension.h" not in main_cpp and "torch/python.h" in main_cpp
+    assert _load_and_call(ext_dir, slim, "twice") == ("[-2.0, 4.0]", 1)
+
+
+@needs_compiler
+def test_a_source_needing_the_whole_frontend_falls_back_to_full_headers(tmp_path: Path) -> None:
+    ext_dir, slim, compile_s, failure = _build(tmp_path, NEEDS_FRONTEND)
+    assert failure is None and slim is False
+    assert (Path(ext_dir) / "ok").read_text() == "full"
+    assert _load_and_call(ext_dir, slim, "act") == ("[0.0, 2.0]", 1)
+    assert _build(tmp_path, NEEDS_FRONTEND)[:3] == (ext_dir, False, 0.0)  # cached, headers remembered
+
+
+@needs_compiler
+def test_a_source_that_fails_both_ways_is_a_compile_error_with_the_full_build_log(tmp_path: Path) -> None:
+    broken = NEEDS_FRONTEND.replace("relu(x)", "relu(x) + kz_undeclared")
+    _, _, _, failure = _build(tmp_path, broken)
+    assert (failure.verdict, failure.reason) == ("compile_error", "build_failed")
+    assert "error:" in failure.evidence["error"] + failure.evidence["log"]

@@ -6,9 +6,10 @@ bindings need `torch/python.h`. With `use(True)` every `load_inline` in this pro
 `torch/types.h` where a source includes `torch/extension.h`, and the bindings file
 (`main.cpp`) gets `torch/types.h` plus `torch/python.h` instead of the implicit
 `torch/extension.h`. Headers declare; they emit no code a kernel runs. A source that needs
-the rest of the frontend fails to compile this way: the build then runs again with the
-headers as written (`gpu_workers/pool.py`), and the worker that loads it must be told so,
-because the built library is found by the sources' hash.
+the rest of the frontend fails to compile this way, with a name-lookup error: the build then
+runs again with the headers as written (`gpu_workers/pool.py`), and the worker that loads it
+must be told so, because the built library is found by the sources' hash. Other compile errors
+(syntax, types) are the candidate's own and are not built twice.
 """
 
 from __future__ import annotations
@@ -22,8 +23,22 @@ KERNEL_HEADERS = "#include <torch/types.h>"
 BINDING_HEADERS = "#include <torch/types.h>\n#include <torch/python.h>"
 CUDA_IMPLICIT = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>"  # load_inline's own
 
+# what a missing declaration looks like to g++ and to nvcc's front end (EDG): missing names,
+# members, overloads or complete types; anything else would fail with every header too
+MISSING_DECLARATION = re.compile("|".join([
+    r"was not declared", r"is not a member of", r"has not been declared", r"does not name a (?:type|template)",
+    r"is not a namespace", r"no matching (?:function|constructor)", r"incomplete type", r"no member named",
+    r"no type named", r"is not a template", r"undeclared", r"is undefined", r"has no member",
+    r"no instance of", r"must be a class or namespace name", r"no suitable",
+]))
+
 _slim = False
 _installed = False
+
+
+def may_need_full_headers(build_log: str) -> bool:
+    """Whether a failed slim build's errors could come from a declaration only torch/extension.h provides."""
+    return MISSING_DECLARATION.search(build_log) is not None
 
 
 def slim_source(source: str) -> str:

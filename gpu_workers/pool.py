@@ -23,6 +23,7 @@ from pathlib import Path
 import msgspec
 
 from kernelzero.config import EvaluatorConfig
+from kernelzero.gpu_workers import headers
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
 from kernelzero.gpu_workers.static_check import check_source
 
@@ -226,8 +227,8 @@ class EvaluatorPool:
     async def _build(self, candidate_src: str) -> tuple[str, bool, float, EvalResult | None]:
         """(extension dir, slim headers?, compile seconds, failure verdict or None); cached by source and flags.
 
-        With `slim_headers` a build that fails is run again with the headers as written: only a
-        source that fails both ways is a compile error, reported with the second build's log.
+        With `slim_headers` a build that fails on a missing declaration is run again with the
+        headers as written; the failure reported is the last build's, its headers named.
         """
         import torch
         flags = "|".join([candidate_src, torch.__version__, str(torch.version.cuda), self.arch,
@@ -245,10 +246,11 @@ class EvaluatorPool:
             if outcome["ok"]:
                 (ext_dir / "ok").write_text("slim" if slim else "full")
                 return str(ext_dir), slim, round(spent, 3), None
-            if outcome.get("timeout"):
-                break  # a build that hangs is not a header problem
+            if outcome.get("timeout") or not headers.may_need_full_headers(outcome["error"] + outcome.get("log", "")):
+                break
         reason = "build_timeout" if outcome.get("timeout") else "build_failed"
-        failure = self._base("compile_error", reason, error=outcome["error"], log=outcome.get("log", ""))
+        failure = self._base("compile_error", reason, error=outcome["error"], log=outcome.get("log", ""),
+                             headers="slim" if slim else "as written")
         failure.compile_s = round(spent, 3)
         return "", False, 0.0, failure
 

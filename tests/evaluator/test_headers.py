@@ -91,9 +91,28 @@ def test_a_source_needing_the_whole_frontend_falls_back_to_full_headers(tmp_path
     assert _build(tmp_path, NEEDS_FRONTEND)[:3] == (ext_dir, False, 0.0)  # cached, headers remembered
 
 
+@pytest.mark.parametrize("message, missing", [
+    ("main.cpp:3:51: error: 'functional' is not a member of 'torch::nn'", True),
+    ("main.cpp:3:12: error: 'py' has not been declared", True),
+    ('cuda.cu(12): error: namespace "torch::nn" has no member "Linear"', True),
+    ('cuda.cu(9): error: identifier "kz_undeclared" is undefined', True),
+    ("main.cpp:4:1: error: expected ';' before '}' token", False),
+    ('cuda.cu(7): error: a value of type "float *" cannot be used to initialize an entity of type "int *"', False),
+])
+def test_only_a_missing_declaration_is_worth_a_build_with_full_headers(message: str, missing: bool) -> None:
+    assert headers.may_need_full_headers(message) is missing
+
+
 @needs_compiler
-def test_a_source_that_fails_both_ways_is_a_compile_error_with_the_full_build_log(tmp_path: Path) -> None:
-    broken = NEEDS_FRONTEND.replace("relu(x)", "relu(x) + kz_undeclared")
-    _, _, _, failure = _build(tmp_path, broken)
+def test_a_missing_name_is_retried_with_full_headers_and_then_reported(tmp_path: Path) -> None:
+    _, _, _, failure = _build(tmp_path, NEEDS_FRONTEND.replace("relu(x)", "relu(x) + kz_undeclared"))
     assert (failure.verdict, failure.reason) == ("compile_error", "build_failed")
-    assert "error:" in failure.evidence["error"] + failure.evidence["log"]
+    assert failure.evidence["headers"] == "as written"
+    assert "kz_undeclared" in failure.evidence["error"] + failure.evidence["log"]
+
+
+@needs_compiler
+def test_a_syntax_error_is_built_once(tmp_path: Path) -> None:
+    _, _, _, failure = _build(tmp_path, KERNEL_ONLY.replace("return x * 2;", "return x * 2"))
+    assert (failure.verdict, failure.reason) == ("compile_error", "build_failed")
+    assert failure.evidence["headers"] == "slim"

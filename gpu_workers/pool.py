@@ -109,10 +109,11 @@ class EvaluatorPool:
         key_fields = {k: v for k, v in msgspec.structs.asdict(self.config).items() if k not in _CONFIG_NOT_IN_KEY}
         self._config_key = sha256(msgspec.json.encode(key_fields).decode())[:16]
         self.gpu = self.arch = self.device_type = ""  # known once started
-        # one build per core measured faster on an H200 host than one per two cores (docs/BENCHMARKS.md)
+        # one build per core measured faster on an H200 host than one per two cores (docs/BENCHMARKS.md);
+        # two compile jobs each, so a lone build compiles its bindings and kernels side by side
         builds = self.config.build_workers or max(1, os.cpu_count() or 1)
         self._builds = asyncio.Semaphore(builds)
-        self._build_jobs = max(1, (os.cpu_count() or 2) // builds)
+        self._build_jobs = max(2, (os.cpu_count() or 2) // builds)
 
     async def __aenter__(self) -> "EvaluatorPool":
         devices, self.gpu, self.arch = resolve_devices(self.device, self.config.workers_per_gpu)
@@ -178,6 +179,8 @@ class EvaluatorPool:
                     return failure
             result = await self._run(problem_src, candidate_src, str(scratch), ext_dir, slim)
             result.compile_s = round(result.compile_s + compile_s, 3)
+            if ext_dir:
+                result.evidence["headers"] = "slim" if slim else "as written"
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         self._cache_put(path, result)

@@ -294,6 +294,7 @@ async def run_ours_batch(cands: list[Candidate], problems: dict[str, str], confi
                 results[c.name] = msgspec.to_builtins(await pool.evaluate(problems[c.problem], c.source))
             except Exception as exc:  # a harness failure, not a verdict: reported as such
                 results[c.name] = {"harness_error": f"{type(exc).__name__}: {exc}"[:600]}
+            results[c.name]["done_at_s"] = round(time.perf_counter() - t0, 2)  # when its verdict came, for a timeline
 
         tasks = [asyncio.create_task(one(c)) for c in cands]
         _, pending = await asyncio.wait(tasks, timeout=cap_s)

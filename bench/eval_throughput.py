@@ -474,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
                         "fills the tables)")
     p.add_argument("--headers", type=lambda v: v.split(","), default=["slim"], metavar="slim|full[,...]",
                    help="torch headers our CUDA builds compile against (gpu_workers/headers.py); each value runs "
-                        "our batch once per --workers-per-gpu value")
+                        "our batch once more")
     p.add_argument("--build-workers", type=lambda v: [int(x) for x in v.split(",")], default=[0], metavar="N[,N]",
                    help="CUDA builds at once (0: the evaluator's default); each value runs our batch once more")
     p.add_argument("--dry-run", action="store_true", help="CPU plumbing check: no GPU, KernelBench not evaluated")
@@ -518,13 +518,13 @@ async def run(args) -> int:
             print(check.get("log_tail", ""), file=sys.stderr)
         cpu_cands = [c for c in cands if c.backend != "cuda" and c.cls not in CPU_SKIP_CLASSES]
         small = {k: shrink_problem(v) for k, v in problems.items()}
-        ours = await run_ours_per_workers(args, cpu_cands, small, work, notes, "cpu")
+        ours = await run_ours_settings(args, cpu_cands, small, work, notes, "cpu")
         spread_c = next(c for c in load_candidates(args.candidates) if c.name == SPREAD_CANDIDATE)
         spread_runs["ours"] = await _ours_or_note(
             run_ours_spread(spread_c, small[spread_c.problem], "cpu", work, deadline), notes) or []
     else:
         if args.harness in ("both", "ours"):
-            ours = await run_ours_per_workers(args, cands, problems, work, notes, "cuda")
+            ours = await run_ours_settings(args, cands, problems, work, notes, "cuda")
             spread_c = next(c for c in load_candidates(args.candidates) if c.name == SPREAD_CANDIDATE)
             spread_runs["ours"] = await _ours_or_note(
                 run_ours_spread(spread_c, problems[spread_c.problem], "cuda", work, deadline - 240), notes) or []
@@ -538,8 +538,9 @@ async def run(args) -> int:
     return 0
 
 
-async def run_ours_per_workers(args, cands, problems, work: Path, notes: list[str], device: str) -> dict:
-    """Our batch once per (`--headers`, `--workers-per-gpu`) pair, each on cold caches; the last run fills the tables."""
+async def run_ours_settings(args, cands, problems, work: Path, notes: list[str], device: str) -> dict:
+    """Our batch once per (`--headers`, `--build-workers`, `--workers-per-gpu`) combination, each on cold caches;
+    the last run fills the tables."""
     ours: dict = {}
     for headers, builds, n in itertools.product(args.headers, args.build_workers, args.workers_per_gpu):
         run_dir = work / f"{headers}-builds-{builds}-workers-{n}"

@@ -41,35 +41,28 @@ def may_need_full_headers(build_log: str) -> bool:
     return MISSING_DECLARATION.search(build_log) is not None
 
 
-def slim_source(source: str) -> str:
-    return FULL_HEADER.sub(KERNEL_HEADERS, source)
+def label(slim: bool) -> str:
+    """How a build's headers are named in evidence."""
+    return "slim" if slim else "as written"
 
 
-def slim_sources(sources: Any) -> Any:
-    """The same str or list of str, with torch/extension.h includes made torch/types.h."""
-    if isinstance(sources, str):
-        return slim_source(sources)
-    if isinstance(sources, (list, tuple)):
-        return [slim_source(s) for s in sources]
-    return sources
+def _slimmed(sources: str | list[str]) -> list[str]:
+    """load_inline's sources (a str or a list) as a list, with torch/extension.h includes made torch/types.h."""
+    return [FULL_HEADER.sub(KERNEL_HEADERS, s) for s in ([sources] if isinstance(sources, str) else sources)]
 
 
 def slim_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     """load_inline's bound arguments with lighter headers; implicit ones replaced only when we add them ourselves."""
     arguments = dict(arguments)
-    arguments["cpp_sources"] = _as_list(slim_sources(arguments["cpp_sources"]))
+    arguments["cpp_sources"] = _slimmed(arguments["cpp_sources"])
     cuda = arguments.get("cuda_sources")
-    arguments["cuda_sources"] = _as_list(slim_sources(cuda)) if cuda else cuda
+    arguments["cuda_sources"] = _slimmed(cuda) if cuda else cuda
     if "no_implicit_headers" in arguments and not arguments["no_implicit_headers"]:
         arguments["no_implicit_headers"] = True
         arguments["cpp_sources"] = [BINDING_HEADERS, *arguments["cpp_sources"]]
         if arguments["cuda_sources"]:
             arguments["cuda_sources"] = [CUDA_IMPLICIT, *arguments["cuda_sources"]]
     return arguments
-
-
-def _as_list(sources: Any) -> list[str]:
-    return [sources] if isinstance(sources, str) else list(sources)
 
 
 def use(slim: bool) -> None:

@@ -180,7 +180,7 @@ class EvaluatorPool:
             result = await self._run(problem_src, candidate_src, str(scratch), ext_dir, slim)
             result.compile_s = round(result.compile_s + compile_s, 3)
             if ext_dir:
-                result.evidence["headers"] = "slim" if slim else "as written"
+                result.evidence["headers"] = headers.label(slim)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         self._cache_put(path, result)
@@ -244,8 +244,8 @@ class EvaluatorPool:
         src_path.write_text(candidate_src)
         spent = 0.0
         for slim in ([True, False] if self.config.slim_headers else [False]):
-            outcome, elapsed = await self._build_once(src_path, ext_dir, slim)
-            spent += outcome.get("compile_s", elapsed)
+            outcome = await self._build_once(src_path, ext_dir, slim)
+            spent += outcome["compile_s"]
             if outcome["ok"]:
                 (ext_dir / "ok").write_text("slim" if slim else "full")
                 return str(ext_dir), slim, round(spent, 3), None
@@ -253,34 +253,35 @@ class EvaluatorPool:
                 break
         reason = "build_timeout" if outcome.get("timeout") else "build_failed"
         failure = self._base("compile_error", reason, error=outcome["error"], log=outcome.get("log", ""),
-                             headers="slim" if slim else "as written")
+                             headers=headers.label(slim))
         failure.compile_s = round(spent, 3)
         return "", False, 0.0, failure
 
-    async def _build_once(self, src_path: Path, ext_dir: Path, slim: bool) -> tuple[dict, float]:
-        """One build process's outcome ({"ok", "error", "compile_s"}, plus "timeout" or "log") and its wall time."""
+    async def _build_once(self, src_path: Path, ext_dir: Path, slim: bool) -> dict:
+        """One build process's outcome: {"ok", "error", "compile_s"}, plus "timeout" or "log"."""
         env = {**os.environ, "TORCH_CUDA_ARCH_LIST": self.arch, "MAX_JOBS": str(self._build_jobs),
                "CUDA_VISIBLE_DEVICES": ""}
         env.pop("TRITON_INTERPRET", None)
-        argv = [sys.executable, "-m", "kernelzero.gpu_workers.build", str(src_path), str(ext_dir)]
+        argv = [sys.executable, "-m", "kernelzero.gpu_workers.build", str(src_path), str(ext_dir),
+                *(["--slim-headers"] if slim else [])]
         async with self._builds:
             started = time.perf_counter()
             proc = await asyncio.create_subprocess_exec(
-                *argv, *(["--slim-headers"] if slim else []),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True)
+                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True)
             try:
                 out, _ = await asyncio.wait_for(proc.communicate(), timeout=self.config.compile_timeout_s)
             except asyncio.TimeoutError:
                 proc.kill()
                 await proc.wait()
-                return {"ok": False, "timeout": True,
-                        "error": f"no result within compile_timeout_s={self.config.compile_timeout_s:g}"}, 0.0
+                return {"ok": False, "timeout": True, "compile_s": 0.0,
+                        "error": f"no result within compile_timeout_s={self.config.compile_timeout_s:g}"}
         elapsed = time.perf_counter() - started
         text = out.decode(errors="replace")
         marker = text.rfind("KZ_BUILD ")
         outcome = json.loads(text[marker + 9:].splitlines()[0]) if marker >= 0 else {"ok": False, "error": text[-3000:]}
         outcome["log"] = text[-2000:]
-        return outcome, elapsed
+        outcome.setdefault("compile_s", elapsed)
+        return outcome
 
 
 def evaluate(problem_src: str, candidate_src: str, config: EvaluatorConfig | None = None, *,

@@ -6,10 +6,10 @@ that synchronization is measured on the reference (plain stream-ordered events v
 bracket) and subtracted from both sides. The speedup is the median of per-repetition ratios
 (reference over candidate, timed back to back), so a clock drift during the run moves both
 sides of each ratio alike. Warm-up runs for a minimum time, not a count (an idle H200 sits at
-345 MHz), and then until the per-call times of both sides have stopped moving: a fixed 0.3 s once
-left a whole evaluation 2-4% slow. Numbers are medians; they do NOT claim anything about other
-GPUs, clocks or concurrent load, and a clock that drifts slower than the settling window sees
-is not caught.
+345 MHz), and then until the per-call times of both sides have stopped moving, so a clock still
+ramping up is not timed. Numbers are medians; they do NOT claim anything about other GPUs, clocks
+or concurrent load; a clock that drifts slower than the settling window sees is not caught, nor
+is an evaluation that runs steadily slow throughout (seen on an H200: 1-3% on both sides).
 """
 
 from __future__ import annotations

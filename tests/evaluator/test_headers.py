@@ -62,8 +62,8 @@ def _build(tmp_path: Path, source: str) -> tuple[str, bool, float, object]:
     return asyncio.run(pool._build(source))
 
 
-def _load_and_call(ext_dir: str, slim: bool, function: str) -> tuple[str, float]:
-    """Import the built candidate in a fresh process as a worker would; (its output, the library's mtime after)."""
+def _load_and_call(ext_dir: str, slim: bool, function: str) -> tuple[str, int]:
+    """Import the built candidate in a fresh process as a worker would; (its output, how many libraries there are)."""
     before = {p: p.stat().st_mtime for p in Path(ext_dir).rglob("*.so")}
     out = subprocess.run([sys.executable, "-c", LOAD_AND_CALL, ext_dir, "slim" if slim else "full", function],
                          capture_output=True, text=True, timeout=600)

@@ -203,12 +203,24 @@ class KafkaLog(EventLog):
         return {tp.partition: offset for tp, offset in ends.items()}
 
     async def committed_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The group's committed next offsets for `partitions` (0 where it never committed)."""
+        """The group's committed next offsets for `partitions` (0 where it never committed).
+
+        Retriable errors (the group's coordinator moving or still loading, as just after a broker
+        restart) are retried until `metadata_timeout_s`; others raise at once.
+        """
         wanted = [KafkaTP(t, p) for t, p in partitions]
         if not wanted:
             return {}
-        with self._errors(f"reading offsets of group {group!r}"):
-            stored = await (await self.admin()).list_consumer_group_offsets(group, partitions=wanted)
+        deadline = time.monotonic() + self.metadata_timeout_s
+        while True:
+            try:
+                with self._errors(f"reading offsets of group {group!r}"):
+                    stored = await (await self.admin()).list_consumer_group_offsets(group, partitions=wanted)
+                break
+            except LogError as exc:
+                if not getattr(exc.__cause__, "retriable", False) or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
         return {(tp.topic, tp.partition): max(0, stored[tp].offset) if tp in stored else 0 for tp in wanted}
 
     async def committed(self, group: str, topic: str) -> dict[int, int]:

@@ -30,7 +30,7 @@ from kernelzero.config import AnalyticsConfig
 from kernelzero.schemas import FrontierEntry, FrontierSnapshot
 
 FRONTIER_QUERY = (
-    "SELECT * FROM frontier_at($band_low, $band_high, $target, $prior_alpha, $prior_beta, $explore, $versions)"
+    "SELECT * FROM frontier_at($band_low, $band_high, $target, $prior_alpha, $prior_beta, $explore, $versions, $first_turns)"
 )
 
 

@@ -1,16 +1,19 @@
 """Datasets rebuilt from the projection: SFT pairs, RL prompts, preference pairs; JSON lines or Parquet, written whole or not at all.
 
-- `sft`: per module, its best correct kernel (highest speedup, then earliest): `prompt` is the
-  Coder's prompt for the kernel's backend, rendered from the module source (`reference`) by the
-  same templates the Coder uses, and `completion` is the kernel.
-- `rl`: accepted modules at the frontier: the module's own Beta posterior pass rate lies in
-  [band_low, band_high] (an untried module has the prior mean); `frontier_weight` is the
+- `sft`: per module, its best correct kernel of any turn (highest speedup, then earliest):
+  `prompt` is the Coder's first-turn prompt for the kernel's backend, rendered from the module
+  source (`reference`) by the same templates the Coder uses (a repaired kernel thus teaches the
+  first answer), and `completion` is the kernel as the Coder must answer it (one fenced python
+  block: `codeblocks.answer`, which the Coder's parser reads back).
+- `rl`: accepted modules at the frontier: the module's own Beta posterior pass rate (first
+  turns only unless [analytics] frontier_turns = "all") lies in [band_low, band_high] (an untried module has the prior mean); `frontier_weight` is the
   highest frontier weight among its APIs and API pairs (NULL when none was tried yet).
-- `pref`: per module and backend, every pair of correct kernels where `chosen` is at least
-  (1 + min_gain) times faster than `rejected`; `prompt` as for `sft`.
+- `pref`: per module and backend, every pair of correct kernels (any turn) where `chosen` is at
+  least (1 + min_gain) times faster than `rejected`; `prompt` as for `sft`, both answers as for
+  `sft`'s completion.
 - `rl`: `prompt` is the module source itself: the Coder renders its own prompt for each target.
 
-`coder_prompt(source, backend)` is a function `install_views` registers on the connection.
+`coder_prompt(source, backend)` and `python_answer(source)` are functions `install_views` registers.
 
 Kernels that are correct but were never timed (CPU evaluation) have no speedup: they count for
 `sft` (ranked last) but not for `pref`.
@@ -37,7 +40,7 @@ QUERIES = {
     "sft": f"""
 WITH {_FIRST_SAMPLES}
 SELECT a.module_id, a.sample_id, a.backend, a.level, a.apis, a.policy_version, a.speedup,
-       coder_prompt(m.source, a.backend) AS prompt, s.source AS completion, m.source AS reference
+       coder_prompt(m.source, a.backend) AS prompt, python_answer(s.source) AS completion, m.source AS reference
 FROM attempts a JOIN first_samples s USING (sample_id) JOIN modules m USING (module_id)
 WHERE a.passed AND s.source IS NOT NULL AND m.source IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY a.module_id ORDER BY a.speedup DESC NULLS LAST, a.produced_at, a.sample_id) = 1
@@ -49,7 +52,7 @@ WITH posterior AS (
 ), weights AS (
     SELECT module_id, max(f.weight) AS frontier_weight
     FROM (SELECT module_id, unnest(api_keys(list_sort(list_distinct(apis)))) AS apis FROM posterior) k
-    JOIN frontier_at($band_low, $band_high, $target, $prior_alpha, $prior_beta, $explore, $versions) f USING (apis)
+    JOIN frontier_at($band_low, $band_high, $target, $prior_alpha, $prior_beta, $explore, $versions, $first_turns) f USING (apis)
     GROUP BY module_id
 )
 SELECT p.module_id, p.source AS prompt, p.apis, p.level, p.attempts, p.passes, p.pass_mean, w.frontier_weight
@@ -63,7 +66,7 @@ WITH {_FIRST_SAMPLES}, correct AS (
     WHERE a.passed AND a.speedup > 0 AND s.source IS NOT NULL
 )
 SELECT c.module_id, c.backend, coder_prompt(m.source, c.backend) AS prompt, m.source AS reference,
-       c.source AS chosen, d.source AS rejected,
+       python_answer(c.source) AS chosen, python_answer(d.source) AS rejected,
        c.sample_id AS chosen_sample, d.sample_id AS rejected_sample,
        c.speedup AS chosen_speedup, d.speedup AS rejected_speedup
 FROM correct c JOIN correct d

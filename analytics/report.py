@@ -18,7 +18,7 @@ from kernelzero.schemas import VERDICTS
 HEATMAP_APIS = 16
 VERDICT_COLORS = {
     "correct": "#2e7d32", "incorrect": "#f9a825", "compile_error": "#c62828", "runtime_error": "#6a1b9a",
-    "timeout": "#455a64", "rejected": "#000000",
+    "timeout": "#455a64", "rejected": "#000000", "evaluator_error": "#90a4ae", "problem_error": "#bcaaa4",
 }
 
 

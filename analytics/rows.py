@@ -97,7 +97,8 @@ def _scored(event: Event, p: GroupScored) -> Rows:
     rewards = [s.reward for s in p.samples]
     group = _common(event) | {
         "module_id": p.module_id, "policy_version": p.policy_version, "pass_rate": p.pass_rate,
-        "gate_open": p.gate_open, "partial": p.partial, "rule": p.rule, "n_samples": len(p.samples),
+        "gate_open": p.gate_open, "partial": p.partial, "rule": p.rule, "turn": p.turn,
+        "informative": p.informative, "n_samples": len(p.samples),
         "mean_reward": sum(rewards) / len(rewards) if rewards else None,
     }
     members = [

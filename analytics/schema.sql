@@ -62,6 +62,7 @@ CREATE TABLE IF NOT EXISTS evaluations (
     api_set VARCHAR,  -- apis joined by ' + ': a cheap grouping key for the frontier
     level INTEGER,
     group_size INTEGER,
+    turn INTEGER,  -- the sample's repair turn (0: a first answer)
     policy_version INTEGER,
     produced_at TIMESTAMPTZ,
     producer VARCHAR,
@@ -141,6 +142,8 @@ CREATE TABLE IF NOT EXISTS groups_scored (
     gate_open BOOLEAN,
     partial BOOLEAN,
     rule VARCHAR,
+    turn INTEGER,
+    informative BOOLEAN,
     n_samples INTEGER,
     mean_reward DOUBLE,
     produced_at TIMESTAMPTZ

@@ -10,17 +10,18 @@ from importlib import resources
 
 import duckdb
 
+from kernelzero.codeblocks import answer
 from kernelzero.coder_prompts import render_coder_prompt
 from kernelzero.config import AnalyticsConfig
 
 VIEWS_SQL = resources.files("kernelzero.analytics").joinpath("views.sql").read_text()
 
 
-def view_parameters(config: AnalyticsConfig) -> dict[str, float]:
+def view_parameters(config: AnalyticsConfig) -> dict[str, float | bool]:
     return {
         "band_low": config.band_low, "band_high": config.band_high, "target": config.target,
         "prior_alpha": config.prior_alpha, "prior_beta": config.prior_beta, "explore": config.explore,
-        "versions": config.frontier_versions,
+        "versions": config.frontier_versions, "first_turns": config.frontier_turns == "first",
     }
 
 
@@ -29,16 +30,18 @@ def install_views(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig) -> No
     sql = VIEWS_SQL
     # Longest names first, so that no parameter name is replaced inside a longer one.
     for name, value in sorted(view_parameters(config).items(), key=lambda kv: -len(kv[0])):
-        sql = sql.replace(f"${name}", repr(float(value)))
-    _install_coder_prompt(con)
+        sql = sql.replace(f"${name}", str(value).lower() if isinstance(value, bool) else repr(float(value)))
+    _install_functions(con)
     con.execute(sql)
 
 
-def _install_coder_prompt(con: duckdb.DuckDBPyConnection) -> None:
-    """`coder_prompt(source, backend)`: the Coder's prompt for a module, so datasets carry what the Coder saw."""
-    installed = con.execute(
-        "SELECT count(*) FROM duckdb_functions() WHERE function_name = 'coder_prompt'").fetchall()[0][0]
-    if not installed:
-        varchar = duckdb.sqltype("VARCHAR")
+def _install_functions(con: duckdb.DuckDBPyConnection) -> None:
+    """`coder_prompt(source, backend)` and `python_answer(source)`: datasets carry what the Coder saw and must say."""
+    installed = {row[0] for row in con.execute(
+        "SELECT function_name FROM duckdb_functions() WHERE function_name IN ('coder_prompt', 'python_answer')").fetchall()}
+    varchar = duckdb.sqltype("VARCHAR")
+    if "coder_prompt" not in installed:
         con.create_function("coder_prompt", lambda source, backend: render_coder_prompt(source, backend),
                             [varchar, varchar], varchar)
+    if "python_answer" not in installed:
+        con.create_function("python_answer", answer, [varchar], varchar)

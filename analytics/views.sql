@@ -39,15 +39,16 @@ FROM (SELECT * FROM evaluations WHERE first_evaluation AND (policy_version IS NU
 LEFT JOIN samples s ON s.sample_id = e.sample_id
 QUALIFY row_number() OVER (PARTITION BY e.event_id ORDER BY s.produced_at, s.event_id) = 1;
 
--- The frontier per API and per API pair (see frontier.py for the definition of the weight).
-CREATE OR REPLACE TEMP MACRO frontier_at(band_low, band_high, target, prior_alpha, prior_beta, explore, versions) AS TABLE
+-- The frontier per API and per API pair (see frontier.py for the definition of the weight);
+-- with first_turns, repair answers do not count (a repaired pass is not a first-shot pass).
+CREATE OR REPLACE TEMP MACRO frontier_at(band_low, band_high, target, prior_alpha, prior_beta, explore, versions, first_turns) AS TABLE
 WITH combos AS MATERIALIZED (
     -- one row per API combination and version first: the expansion into keys then touches few rows
     -- (grouped by the api_set string, which hashes faster than the list)
     SELECT api_set, coalesce(policy_version, 0) AS version, count(*) AS n, count(*) FILTER (WHERE passed) AS k,
            sum(ln(speedup)) FILTER (WHERE passed AND speedup > 0) AS log_speedup,
            count(*) FILTER (WHERE passed AND speedup > 0) AS timed
-    FROM attempts GROUP BY ALL
+    FROM attempts WHERE turn = 0 OR NOT first_turns GROUP BY ALL
 ), recent AS (
     SELECT * FROM combos
     WHERE api_set <> '' AND (versions <= 0 OR version > (SELECT coalesce(max(version), 0) FROM combos) - versions)
@@ -123,7 +124,8 @@ SELECT policy_version, coalesce(samples, 0) AS samples, pass_rate, compile_error
 FROM evals FULL OUTER JOIN rewards USING (policy_version)
 ORDER BY policy_version;
 
--- Every module with its status (accepted wins over rejected, which wins over proposed) and Coder results.
+-- Every module with its status (accepted wins over rejected, which wins over proposed) and Coder results
+-- (attempts and passes of first turns only, unless [analytics] frontier_turns = "all"; best_speedup of any turn).
 CREATE OR REPLACE TEMP VIEW modules AS
 WITH proposed AS (
     SELECT module_id, arg_min(source, produced_at) AS source, arg_min(apis, produced_at) AS apis,
@@ -139,7 +141,8 @@ WITH proposed AS (
     SELECT module_id, arg_min(reason, produced_at) AS reject_reason, arg_min(apis, produced_at) AS apis
     FROM modules_rejected GROUP BY module_id
 ), results AS (
-    SELECT module_id, count(*) AS attempts, count(*) FILTER (WHERE passed) AS passes,
+    SELECT module_id, count(*) FILTER (WHERE turn = 0 OR NOT $first_turns) AS attempts,
+           count(*) FILTER (WHERE passed AND (turn = 0 OR NOT $first_turns)) AS passes,
            max(speedup) FILTER (WHERE passed) AS best_speedup
     FROM attempts GROUP BY module_id
 )
@@ -175,7 +178,7 @@ SELECT coalesce(proposer_version, 0) AS proposer_version, coalesce(generator, ''
 FROM ranked GROUP BY ALL ORDER BY proposer_version, generator;
 
 CREATE OR REPLACE TEMP VIEW frontier AS
-SELECT * FROM frontier_at($band_low, $band_high, $target, $prior_alpha, $prior_beta, $explore, $versions);
+SELECT * FROM frontier_at($band_low, $band_high, $target, $prior_alpha, $prior_beta, $explore, $versions, $first_turns);
 
 CREATE OR REPLACE TEMP VIEW proposer_stats AS
 SELECT * FROM proposer_stats_at($band_low, $band_high, $target);

@@ -4,14 +4,17 @@ Rules:
 - samples.evaluated does not carry the generation log-probabilities nor the policy version, so
   each result is joined by sample_id with its samples.generated event (policy version from that
   event's envelope). A result whose generated sample has not arrived yet waits for it.
-- A group is keyed by (module_id, policy_version) and expects the coder's `group_size` results.
+- A group is keyed by (module_id, policy_version, turn) and expects the coder's `group_size`
+  results; repair answers (turn > 0) thus form groups of their own (producers/coder.py).
   It closes when all have arrived, or `group_deadline_s` after its first result: then it is
   scored as `partial` when it holds at least `min_group_results` results, else dropped
   (counted under `partial_group_too_small`).
 - Duplicates (at-least-once delivery) are ignored by sample_id; a result for a group that
   already closed is counted under `late_result` and ignored.
-- A sample that cannot be trained on (no token ids, or log-probabilities that do not match the
-  tokens one for one) is still scored but left out of the training batch (`untrainable`).
+- A sample that cannot be trained on (no token ids, log-probabilities that do not match the
+  tokens one for one, or no sampling temperature > 0) is still scored but left out of the
+  training batch (`untrainable`). A group whose advantages are all 0 is scored, marked not
+  `informative` and trains nothing (`zero_variance_groups`).
 - A generated sample with no result after 4 deadlines is forgotten (`evaluation_missing`); a
   result whose generated sample never came is dropped after one deadline (`generated_missing`).
 Deadlines advance only when the caller passes `now` (each event, or the service's timer). State
@@ -29,7 +32,7 @@ from kernelzero.config import TrainerConfig
 from kernelzero.consumers.ca_grpo import (
     GateWindow, SampleOutcome, TrainingSample, describe_rule, score_group,
 )
-from kernelzero.schemas import Event, GroupScored, SampleEvaluated, SampleGenerated, make_event
+from kernelzero.schemas import Event, GroupScored, ModuleProposed, SampleEvaluated, SampleGenerated, make_event
 
 _CLOSED_MEMORY = 100_000  # closed group keys remembered to recognise late results
 
@@ -49,10 +52,10 @@ class OpenGroup(msgspec.Struct, kw_only=True):
 
 class ScoredGroup(msgspec.Struct, kw_only=True):
     event: Event  # groups.scored
-    training: list[TrainingSample]  # the kept, trainable samples
+    training: list[TrainingSample]  # the kept, trainable samples; empty when the group is not informative
 
 
-GroupKey = tuple[str, int]
+GroupKey = tuple[str, int, int]  # module_id, policy version, turn
 
 
 class GroupAssembler:
@@ -102,7 +105,7 @@ class GroupAssembler:
     def _place(self, event: Event, now: float) -> list[ScoredGroup]:
         result: SampleEvaluated = event.payload
         generated = self._generated[result.sample_id]
-        key = (result.module_id, generated.policy_version)
+        key = (result.module_id, generated.policy_version, generated.sample.turn)
         if key in self._closed:
             self.dropped["late_result"] += 1
             return []
@@ -148,7 +151,7 @@ class GroupAssembler:
     def _close(self, key: GroupKey, *, partial: bool) -> ScoredGroup:
         generated = {sid: self._generated[sid] for sid in self._open[key].results}
         group = self._forget(key)
-        module_id, version = key
+        module_id, version, turn = key
         results = list(group.results.values())
         outcomes = [
             SampleOutcome(sample_id=r.sample_id, verdict=r.verdict, speedup=r.speedup, policy_version=version)
@@ -157,16 +160,20 @@ class GroupAssembler:
         result = score_group(outcomes, self.current_version, self.config, self.window)
         self.window = result.window
         self.dropped["stale_dropped"] += result.stale_dropped
+        self.dropped["uncharged"] += result.uncharged
         payload = GroupScored(
             module_id=module_id, policy_version=version, samples=result.samples, pass_rate=result.pass_rate,
-            gate_open=result.gate_open, partial=partial, rule=describe_rule(self.config),
+            gate_open=result.gate_open, partial=partial, rule=describe_rule(self.config), turn=turn,
+            informative=result.informative,
         )
         event = make_event(
             payload, correlation_id=module_id, producer=self.producer, causation_id=group.last_event_id,
             policy_version=version,
         )
-        training = self._training_rows(result.samples, generated, version)
-        return ScoredGroup(event=event, training=training)
+        if not result.informative:
+            self.dropped["zero_variance_groups"] += 1
+            return ScoredGroup(event=event, training=[])
+        return ScoredGroup(event=event, training=self._training_rows(result.samples, generated, version))
 
     def _training_rows(self, scored: Sequence, generated: dict[str, Generated], version: int) -> list[TrainingSample]:
         rows = []
@@ -174,7 +181,7 @@ class GroupAssembler:
             if s.weight <= 0.0:
                 continue
             sample = generated[s.sample_id].sample
-            if not sample.token_ids or len(sample.logprobs) != len(sample.token_ids):
+            if not trainable(sample):
                 self.dropped["untrainable"] += 1
                 continue
             rows.append(TrainingSample(
@@ -183,3 +190,9 @@ class GroupAssembler:
                 policy_version=version, temperature=sample.temperature,
             ))
         return rows
+
+
+def trainable(sample: SampleGenerated | ModuleProposed) -> bool:
+    """Whether a generated sample carries what the policy update needs (prompt, tokens, log-probs, a temperature)."""
+    return (bool(sample.token_ids) and bool(sample.prompt_token_ids) and len(sample.logprobs) == len(sample.token_ids)
+            and sample.temperature > 0)

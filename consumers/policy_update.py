@@ -143,19 +143,18 @@ class PolicyLearner:
     @classmethod
     def from_directory(cls, model_dir: str, config: TrainerConfig, *, role: str, device: str = "auto",
                        checkpoint_root: str | os.PathLike | None = None) -> "PolicyLearner":
-        """Load `model_dir`, or resume from the newest checkpoint under checkpoint_root (optimizer state restarts)."""
+        """Load `model_dir`, or resume from the newest checkpoint under checkpoint_root (optimizer state restarts).
+
+        A LoRA adapter (an SFT result, or one of our checkpoints) loads trainable on the base it
+        names, so RL continues the adapter instead of freezing it; a full model gets a fresh adapter
+        (lora_rank > 0) or is trained whole.
+        """
         latest = latest_checkpoint(checkpoint_root) if checkpoint_root is not None else None
         version = int(latest.name[1:]) if latest else 0
         # A frozen LoRA base can stay in the compute dtype; full fine-tuning keeps float32 master weights.
-        dtype = config.dtype if config.lora_rank > 0 else "float32"
-        if latest is not None and is_adapter_dir(latest):
-            from peft import PeftModel
-
-            base, tokenizer = load_model(str(Path(model_dir).resolve()), device=device, dtype=dtype)
-            model = PeftModel.from_pretrained(base, str(latest), is_trainable=True)
-        else:
-            source = latest or Path(model_dir).resolve()
-            model, tokenizer = load_model(str(source), device=device, dtype=dtype)
+        dtype = config.dtype if config.lora_rank > 0 or is_adapter_dir(latest or model_dir) else "float32"
+        source = latest or Path(model_dir).resolve()
+        model, tokenizer = load_model(str(source), device=device, dtype=dtype, trainable=True)
         return cls(model, config, role=role, version=version, tokenizer=tokenizer)
 
     def forward_logprobs(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:

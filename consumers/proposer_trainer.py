@@ -3,14 +3,15 @@
 Rule, per proposed module (knobs: [analytics] target, band_low, band_high; [trainer]
 novelty_bonus, scale_std, eps):
 - modules.rejected -> reward 0 (invalid modules earn nothing), scored at once;
-- modules.accepted, then the Coder's groups.scored for it -> reward
+- modules.accepted, then the Coder's first-turn groups.scored for it -> reward
       frontier(p) + novelty_bonus * novel,
-  p the group's pass rate; frontier(p) = 1 - |p - target| / half-width inside
+  p the group's pass rate (repair groups say how well the Coder repairs, not how hard the module is); frontier(p) = 1 - |p - target| / half-width inside
   [band_low, band_high] (the half-width on p's side of the target), 0 outside; novel = 1 when
   the module's fingerprint was not accepted before (first accepted wins), else 0. A valid
   module thus always beats an invalid one when it is novel, and ties with it otherwise.
-- Only modules that carry token ids, prompt token ids and matching log-probabilities (an LLM
-  Proposer) become training samples; synthetic modules are scored for the record only.
+- Only modules that carry token ids, prompt token ids, matching log-probabilities and their
+  sampling temperature (an LLM Proposer) become training samples; synthetic modules are scored
+  for the record only.
 - Advantages: modules that share a prompt_hash form a group; proposals alone with their prompt
   in a batch are pooled into one group. Group-relative as in CA-GRPO (ca_grpo.group_advantages).
 A groups.scored seen before its modules.proposed waits for it (across topics order is not
@@ -26,6 +27,7 @@ import msgspec
 
 from kernelzero.config import AnalyticsConfig, TrainerConfig
 from kernelzero.consumers.ca_grpo import TrainingSample, group_advantages
+from kernelzero.consumers.groups import trainable as is_trainable
 from kernelzero.schemas import Event, GroupScored, ModuleAccepted, ModuleProposed, ModuleRejected
 
 
@@ -82,7 +84,7 @@ class ProposerRewards:
                 entry.accepted, entry.novel = True, payload.fingerprint not in self._fingerprints
                 self._fingerprints.add(payload.fingerprint)
             return self._score(payload.module_id)
-        if isinstance(payload, GroupScored):
+        if isinstance(payload, GroupScored) and payload.turn == 0:
             entry = self._proposals[payload.module_id]
             if entry.pass_rate is None:
                 entry.pass_rate = payload.pass_rate
@@ -95,8 +97,7 @@ class ProposerRewards:
             return []
         if not entry.rejected and not entry.accepted:
             return []  # a pass rate arrived before the validator's verdict
-        p = entry.payload
-        trainable = bool(p.token_ids) and bool(p.prompt_token_ids) and len(p.logprobs) == len(p.token_ids)
+        trainable = is_trainable(entry.payload)
         if entry.rejected:
             result = ScoredProposal(module_id=module_id, reward=0.0, valid=False, trainable=trainable)
         else:

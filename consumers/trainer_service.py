@@ -3,20 +3,24 @@
 Consumes samples.generated and samples.evaluated (Coder groups), modules.proposed,
 modules.accepted and modules.rejected (Proposer rewards); produces groups.scored and
 policy.updated. Alternation: `coder_steps` Coder updates, then `proposer_steps` Proposer
-updates, each taken when its batch is full (`groups_per_step` scored groups, `proposer_batch`
-scored proposals); while one role waits for data the other's data accumulates. Without a
-trainable Proposer (backend "synth" or no model) only the Coder trains. A timer closes groups
-whose deadline passed even when no event arrives. It does not persist in-flight groups: a
-restart resumes the weights from the newest checkpoint but forgets groups not yet scored.
-Training runs in a worker thread, so a long step delays but does not block the event loop.
-Under torchrun or `accelerate launch` only rank 0 reads the log and publishes; the other ranks
-take their slice of each step (consumers/data_parallel.py).
+updates, each taken when its batch is full (`groups_per_step` informative Coder groups,
+`proposer_batch` scored proposals). A role whose batch is not full while the other's is yields
+its turn (`yielded_turns`), so neither learner ever waits on the other. A batch with nothing to
+train (every sample stale, or every advantage 0) is dropped without a step, so every published
+policy version changed the weights. Without a trainable Proposer (backend "synth" or no model)
+only the Coder trains. A timer closes groups whose deadline passed even when no event arrives.
+It does not persist in-flight groups: a restart resumes the weights from the newest checkpoint
+but forgets groups not yet scored. Training runs in a worker thread, so a long step delays but
+does not block the event loop. Under torchrun or `accelerate launch` only rank 0 reads the log
+and publishes; the other ranks take their slice of each step (consumers/data_parallel.py).
+Every step's metrics carry the running counts of what was skipped (`skipped_*`, `yielded_turns`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -43,14 +47,25 @@ class Alternation(msgspec.Struct, kw_only=True):
     role: str = "coder"
     done: int = 0
 
+    def _quota(self, role: str) -> int:
+        return self.coder_steps if role == "coder" else self.proposer_steps
+
+    def other(self) -> str:
+        return "proposer" if self.role == "coder" else "coder"
+
     def advance(self) -> None:
-        quota = {"coder": self.coder_steps, "proposer": self.proposer_steps}
+        """The role on turn took a step."""
         self.done += 1
-        if self.done >= quota[self.role]:
-            other = "proposer" if self.role == "coder" else "coder"
+        if self.done >= self._quota(self.role):
+            self.hand_over()
+
+    def hand_over(self) -> bool:
+        """Give the turn to the other role (when it trains at all); False when it does not."""
+        if self._quota(self.other()) <= 0:
             self.done = 0
-            if quota[other] > 0:
-                self.role = other
+            return False
+        self.role, self.done = self.other(), 0
+        return True
 
 
 class TrainerStage:
@@ -71,10 +86,11 @@ class TrainerStage:
         self.alternation = Alternation(
             coder_steps=trainer.coder_steps if coder is not None else 0,
             proposer_steps=trainer.proposer_steps if proposer is not None else 0,
-            role="coder" if coder is not None else "proposer",
+            role="coder" if coder is not None and trainer.coder_steps > 0 else "proposer",
         )
         self.coder_batch: list[TrainingSample] = []
         self.coder_groups = 0
+        self.counts: Counter[str] = Counter()  # skipped batches and yielded turns, reported with every step
         self.metrics: list[dict[str, float]] = []  # of every step taken, in order
         self._lock = anyio.Lock()
 
@@ -91,32 +107,49 @@ class TrainerStage:
         out = [group.event for group in scored]
         for group in scored:
             self.proposals.add(group.event)
-            self.coder_batch += group.training
-            self.coder_groups += 1
+            if group.training:
+                self.coder_batch += group.training
+                self.coder_groups += 1
         async with self._lock:
             while (update := await self._train_if_ready()) is not None:
                 out.append(update)
         return out
 
-    def _ready_batch(self, role: str) -> list[TrainingSample] | None:
+    def _ready(self, role: str) -> bool:
         trainer = self.config.trainer
-        if role == "coder" and self.coder_groups >= trainer.groups_per_step:
+        if role == "coder":
+            return self.coder_groups >= trainer.groups_per_step
+        return self.proposals.ready() >= trainer.proposer_batch
+
+    def _take(self, role: str) -> list[TrainingSample]:
+        if role == "coder":
             batch, self.coder_batch, self.coder_groups = self.coder_batch, [], 0
             return batch
-        if role == "proposer" and self.proposals.ready() >= trainer.proposer_batch:
-            return self.proposals.take_batch(trainer.proposer_batch)
-        return None
+        return self.proposals.take_batch(self.config.trainer.proposer_batch)
 
     async def _train_if_ready(self) -> Event | None:
-        role = self.alternation.role
-        batch = self._ready_batch(role)
-        if batch is None:
-            return None
-        learner = self.learners[role]
-        if not learner.trainable(batch)[0]:
-            logger.info("%s batch of %d samples had none trainable (stale or empty); no step", role, len(batch))
-            return None
+        """At most one step: the role on turn's, or the other's when only the other has a full batch."""
+        while True:
+            role = self.alternation.role
+            if not self._ready(role):
+                if self._ready(self.alternation.other()) and self.alternation.hand_over():
+                    self.counts["yielded_turns"] += 1
+                    continue
+                return None
+            learner = self.learners[role]
+            batch, stale = learner.trainable(self._take(role))
+            if stale:
+                self.counts[f"skipped_stale_{role}_samples"] += stale
+            if not any(s.advantage != 0.0 for s in batch):
+                self.counts[f"skipped_{role}_batches"] += 1
+                logger.info("%s batch had nothing to train (stale or zero advantage); no step", role)
+                continue
+            return await self._step(role, learner, batch)
+
+    async def _step(self, role: str, learner: Any, batch: list[TrainingSample]) -> Event:
         metrics = await anyio.to_thread.run_sync(learner.step, batch)
+        metrics.update({name: float(count) for name, count in self.counts.items()})
+        metrics["skipped_zero_variance_groups"] = float(self.groups.dropped["zero_variance_groups"])
         root = Path(self.config.trainer.checkpoint_dir) / role
         path, sha256 = await anyio.to_thread.run_sync(learner.save, root)
         if role == "coder":
@@ -136,7 +169,8 @@ def load_learners(config: Config) -> tuple[Any, Any]:
         config.coder.model, config.trainer, role="coder", device=config.trainer.device, checkpoint_root=root / "coder",
     )
     proposer = None
-    if config.proposer.backend in ("transformers", "vllm") and config.proposer.model:
+    # an openai-served Proposer trains too when its model is a local directory (vLLM names a model by its path)
+    if config.proposer.backend != "synth" and config.proposer.model and Path(config.proposer.model).is_dir():
         proposer = PolicyLearner.from_directory(
             config.proposer.model, config.trainer, role="proposer", device=config.trainer.device,
             checkpoint_root=root / "proposer",

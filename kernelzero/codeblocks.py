@@ -1,6 +1,7 @@
 """Extract the Python code a model answered with: the last fenced block defining a given name; judges nothing about the code itself.
 
-Shared by the Coder (blocks defining `ModelNew`) and the Proposer (blocks defining `Model`).
+Shared by the Coder (blocks defining `ModelNew`) and the Proposer (blocks defining `Model`);
+`answer(source)` is the inverse, the completion SFT data trains on (its block parses back to `source`).
 A block whose fence is never closed (an answer cut off by max_tokens) still counts, so that a
 truncated kernel is judged by the evaluator (a syntax error) rather than reported as no code.
 """
@@ -51,3 +52,8 @@ def last_python_block(text: str, must_define: str) -> str | None:
         if tag in _PYTHON_TAGS and body and defines(body, must_define):
             return body
     return None
+
+
+def answer(source: str) -> str:
+    """`source` as a model's answer: one fenced python block, the form `last_python_block` reads back."""
+    return f"```python\n{source.strip(chr(10))}\n```\n"

@@ -2,7 +2,7 @@
 
 Every environment variable the project reads is read here. Validation happens once, at start;
 an error names the bad key (and the variable or file it came from). Values are not checked for
-semantic sense beyond their type and the bounds stated in `__post_init__` hooks.
+semantic sense beyond their type and each section's `rules()` (values that would silently break a run).
 """
 
 from __future__ import annotations
@@ -19,7 +19,35 @@ ENV_PREFIX = "KERNELZERO_"
 
 
 class Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    pass
+    def __post_init__(self) -> None:
+        for key, (ok, rule) in self.rules().items():
+            if not ok:
+                raise ValueError(f"`{key}` {rule} (got {getattr(self, key)!r})")
+
+    def rules(self) -> dict[str, tuple[bool, str]]:
+        """{key: (holds, what it must be)}: values the types admit but that would silently break a run."""
+        return {}
+
+
+def _positive(value: float) -> tuple[bool, str]:
+    return value > 0, "must be > 0"
+
+
+def _at_least(value: float, low: float) -> tuple[bool, str]:
+    return value >= low, f"must be >= {low:g}"
+
+
+def _fraction(value: float) -> tuple[bool, str]:
+    return 0.0 <= value <= 1.0, "must be between 0 and 1"
+
+
+def _sampling_rules(section: Any) -> dict[str, tuple[bool, str]]:
+    """Generation knobs shared by [coder] and [proposer]: log-probabilities of T <= 0 do not exist (docs/trainer.md)."""
+    return {
+        "temperature": _positive(section.temperature),
+        "top_p": (0.0 < section.top_p <= 1.0, "must be in (0, 1]"),
+        "max_tokens": _at_least(section.max_tokens, 1),
+    }
 
 
 class LogConfig(Section):
@@ -76,6 +104,14 @@ class CoderConfig(Section):
     openai_token_ids: bool = True  # ask for vLLM/SGLang token-id extensions; off for servers rejecting them
     vllm_gpu_memory_utilization: float = 0.85
 
+    def rules(self) -> dict[str, tuple[bool, str]]:
+        return _sampling_rules(self) | {
+            "group_size": _at_least(self.group_size, 1),
+            "repair_turns": _at_least(self.repair_turns, 0),
+            "max_inflight_groups": _at_least(self.max_inflight_groups, 1),
+            "concurrency": _at_least(self.concurrency, 1),
+        }
+
 
 class ProposerConfig(Section):
     backend: Literal["synth", "transformers", "vllm", "openai"] = "synth"
@@ -90,6 +126,17 @@ class ProposerConfig(Section):
     batch: int = 8  # modules proposed per round
     max_pending: int = 32  # stop proposing while this many modules wait for the validator
     rounds: int = 0  # `serve proposer` stops after this many rounds; 0 = run until interrupted
+    apis: list[str] = []  # the API pool sets are drawn from; empty = the whole catalog (producers/api_catalog.py)
+
+    def rules(self) -> dict[str, tuple[bool, str]]:
+        return _sampling_rules(self) | {
+            "api_set_size": _at_least(self.api_set_size, 1),
+            "scale": _positive(self.scale),
+            "explore": _fraction(self.explore),
+            "batch": _at_least(self.batch, 1),
+            "max_pending": _at_least(self.max_pending, 1),
+            "rounds": _at_least(self.rounds, 0),
+        }
 
 
 class ValidatorConfig(Section):
@@ -133,6 +180,38 @@ class TrainerConfig(Section):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # several ranks: a collective waiting longer fails; rank 0 pings the others at a quarter of it while idle
     collective_timeout_s: float = 600.0
+    # speedups of one group within this relative distance count as equal: the evaluator's spread between
+    # evaluations of one kernel was 0.4-1.3% on an H200 (docs/BENCHMARKS.md), so noise earns no advantage
+    speedup_tolerance: float = 0.02
+
+    def rules(self) -> dict[str, tuple[bool, str]]:
+        return {
+            "group_deadline_s": _positive(self.group_deadline_s),
+            "gate_window": _at_least(self.gate_window, 1),
+            "tau": _fraction(self.tau),
+            "perf_lambda": _at_least(self.perf_lambda, 0),
+            "log2_speedup_max": (self.log2_speedup_min <= self.log2_speedup_max, "must be >= log2_speedup_min"),
+            "rejected_penalty": (self.rejected_penalty <= 0, "must be <= 0 (a penalty)"),
+            "eps": _positive(self.eps),
+            "staleness_k": _at_least(self.staleness_k, 0),
+            "learning_rate": _at_least(self.learning_rate, 0),
+            "clip_eps": _positive(self.clip_eps),
+            "kl_beta": _at_least(self.kl_beta, 0),
+            "lora_rank": _at_least(self.lora_rank, 0),
+            "lora_alpha": _at_least(self.lora_alpha, 1),
+            "coder_steps": (self.coder_steps >= 0 and self.coder_steps + self.proposer_steps > 0,
+                            "must be >= 0, and not 0 together with proposer_steps"),
+            "proposer_steps": _at_least(self.proposer_steps, 0),
+            "min_group_results": _at_least(self.min_group_results, 1),
+            "is_cap": _positive(self.is_cap),
+            "groups_per_step": _at_least(self.groups_per_step, 1),
+            "proposer_batch": _at_least(self.proposer_batch, 1),
+            "novelty_bonus": _at_least(self.novelty_bonus, 0),
+            "micro_batch_size": _at_least(self.micro_batch_size, 1),
+            "max_grad_norm": _positive(self.max_grad_norm),
+            "collective_timeout_s": _positive(self.collective_timeout_s),
+            "speedup_tolerance": _at_least(self.speedup_tolerance, 0),
+        }
 
 
 class AnalyticsConfig(Section):
@@ -148,14 +227,21 @@ class AnalyticsConfig(Section):
     batch_records: int = 5000  # records per projection transaction
     snapshot_every: int = 64  # the projector publishes frontier.snapshot after this many new evaluations
     snapshot_max_entries: int = 256  # highest-weight frontier entries per snapshot
+    frontier_turns: Literal["first", "all"] = "first"  # repair turns count towards the frontier only with "all"
 
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.band_low <= self.target <= self.band_high <= 1.0:
-            raise ValueError("analytics needs 0 <= band_low <= target <= band_high <= 1")
-        if self.prior_alpha <= 0 or self.prior_beta <= 0:
-            raise ValueError("analytics prior_alpha and prior_beta must be positive")
-        if self.batch_records < 1 or self.snapshot_every < 1 or self.snapshot_max_entries < 1:
-            raise ValueError("analytics batch_records, snapshot_every and snapshot_max_entries must be at least 1")
+    def rules(self) -> dict[str, tuple[bool, str]]:
+        return {
+            "band_low": (0.0 <= self.band_low < self.band_high, "must be >= 0 and < band_high"),
+            "band_high": (self.band_high <= 1.0, "must be <= 1"),
+            "target": (self.band_low <= self.target <= self.band_high, "must lie in [band_low, band_high]"),
+            "prior_alpha": _positive(self.prior_alpha),
+            "prior_beta": _positive(self.prior_beta),
+            "explore": _at_least(self.explore, 0),
+            "frontier_versions": _at_least(self.frontier_versions, 0),
+            "batch_records": _at_least(self.batch_records, 1),
+            "snapshot_every": _at_least(self.snapshot_every, 1),
+            "snapshot_max_entries": _at_least(self.snapshot_max_entries, 1),
+        }
 
 
 class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -226,9 +312,10 @@ def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | 
         key = _where(exc)
         came_from = origin.get(key, source)
         message = str(exc).split(" - at ")[0]
-        if "unknown field" in message:
-            field = re.search(r"`([^`]+)`", message)
-            key = f"{key}.{field.group(1)}" if key and field else (field.group(1) if field else key)
+        field = re.match(r"(?:Object contains unknown field )?`([^`]+)`", message)
+        if field:  # an unknown key, or a rule of Section.rules(): both name the field first
+            key = f"{key}.{field.group(1)}" if key else field.group(1)
+            came_from = origin.get(key, source)
         raise ConfigError(f"config key {key or '?'} ({came_from}): {message}") from None
 
 

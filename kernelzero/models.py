@@ -153,6 +153,14 @@ def load_tokenizer(model_dir: str | os.PathLike) -> "Any":
     return tokenizer
 
 
+def adapter_base(adapter_dir: str | os.PathLike) -> str:
+    """The base model directory a LoRA adapter names (`base_model_name_or_path`)."""
+    base = json.loads((Path(adapter_dir) / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path") or ""
+    if not base:
+        raise ModelLoadError(f"the adapter in {adapter_dir} names no base model (base_model_name_or_path)")
+    return base
+
+
 def load_model(
     name_or_path: str,
     *,
@@ -160,18 +168,20 @@ def load_model(
     dtype: str = "auto",
     adapter: str = "",
     allow_download: bool = False,
+    trainable: bool = False,
 ) -> tuple[Any, Any]:
     """(model, tokenizer) from a local HF directory, optionally with a LoRA adapter directory on top (peft).
 
     `name_or_path` may itself be an adapter directory: its base model is then loaded from the
-    adapter's `base_model_name_or_path` and the adapter put on top. The model is in eval mode.
+    adapter's `base_model_name_or_path` and the adapter put on top. The model is in eval mode;
+    with `trainable` the adapter's weights require gradients (a learner continuing an SFT adapter).
     """
     from transformers import AutoModelForCausalLM
 
     path = resolve_model_dir(name_or_path, allow_download=allow_download)
     if is_adapter_dir(path) and not adapter:
-        base = json.loads((path / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path") or ""
-        return load_model(base, device=device, dtype=dtype, adapter=str(path), allow_download=allow_download)
+        return load_model(adapter_base(path), device=device, dtype=dtype, adapter=str(path),
+                          allow_download=allow_download, trainable=trainable)
     torch_device = pick_device(device)
     try:
         model = AutoModelForCausalLM.from_pretrained(str(path), dtype=pick_dtype(dtype, torch_device))
@@ -180,11 +190,11 @@ def load_model(
     tokenizer = load_tokenizer(path)
     model.to(torch_device)
     if adapter:
-        model = attach_adapter(model, adapter)
+        model = attach_adapter(model, adapter, trainable=trainable)
     return model.eval(), tokenizer
 
 
-def attach_adapter(model: Any, adapter_dir: str | os.PathLike) -> Any:
+def attach_adapter(model: Any, adapter_dir: str | os.PathLike, *, trainable: bool = False) -> Any:
     """Put the LoRA adapter in `adapter_dir` on `model`; a model already wearing one has it taken off first."""
     from peft import PeftModel
 
@@ -192,7 +202,7 @@ def attach_adapter(model: Any, adapter_dir: str | os.PathLike) -> Any:
         raise ModelLoadError(f"{adapter_dir} is not a LoRA adapter directory (no {ADAPTER_CONFIG})")
     if isinstance(model, PeftModel):
         model = model.unload()
-    return PeftModel.from_pretrained(model, str(adapter_dir)).eval()
+    return PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=trainable).eval()
 
 
 def weights_sha256(path: str | os.PathLike) -> str:

@@ -1,5 +1,9 @@
 """Generation through any OpenAI-compatible HTTP server (vLLM, SGLang, hosted): retries, timeouts, a concurrency cap; trusts the server's log-probabilities.
 
+The generation contract wants log-probabilities of the distribution sampled from (temperature
+applied): start vLLM with `--logprobs-mode processed_logprobs`. A server reporting raw (T = 1)
+log-probabilities gives importance ratios off by the temperature, which nothing here can detect.
+
 Uses /v1/completions (or /v1/chat/completions with `chat`), one request per prompt asking for
 `n` choices. Retried with exponential backoff and full jitter: HTTP 429 and 5xx, timeouts and
 connection errors; a Retry-After header sets the wait instead. Other 4xx fail at once.

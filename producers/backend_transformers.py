@@ -1,9 +1,10 @@
-"""Generation with Hugging Face transformers on a local model (CPU or GPU): left-padded batches, raw log-probabilities, LoRA via peft; no continuous batching.
+"""Generation with Hugging Face transformers on a local model (CPU or GPU): left-padded batches, sampling log-probabilities, LoRA via peft; no continuous batching.
 
 Log-probabilities come from the very logits each token was sampled from: a logits processor that
-runs before the temperature and top-p warpers records the log-softmax of the unprocessed logits,
-and gathers the chosen token's entry one step later. This costs one [batch, vocab] buffer instead
-of the [steps, batch, vocab] that `output_logits=True` would keep.
+runs before the temperature and top-p warpers (transformers merges custom processors before its
+warpers) records log-softmax(logits / temperature), the generation contract's convention, and
+gathers the chosen token's entry one step later. This costs one [batch, vocab] buffer instead of
+the [steps, batch, vocab] that `output_logits=True` would keep.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from kernelzero.models import attach_adapter, is_adapter_dir, load_model
 from kernelzero.producers.generation import Completion, GenerationError, InProcessGenerator, uri_to_path
 
 
-class RawLogprobRecorder:
-    """A logits processor that records log p(chosen token) under the raw logits of every step."""
+class SampledLogprobRecorder:
+    """A logits processor that records log p(chosen token) under softmax(raw logits / temperature) at every step."""
 
-    def __init__(self) -> None:
-        self._previous: Any = None  # log-softmax of the last step's raw logits, [batch, vocab]
+    def __init__(self, temperature: float) -> None:
+        self.scale = temperature if temperature > 0 else 1.0  # greedy: plain log-softmax
+        self._previous: Any = None  # log-softmax of the last step's scaled logits, [batch, vocab]
         self.steps: list[Any] = []
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
@@ -27,7 +29,7 @@ class RawLogprobRecorder:
 
         if self._previous is not None:
             self.steps.append(self._previous.gather(1, input_ids[:, -1:]).squeeze(1))
-        self._previous = torch.log_softmax(scores.float(), dim=-1)
+        self._previous = torch.log_softmax(scores.float() / self.scale, dim=-1)
         return scores
 
     def finish(self, sequences: Any) -> Any:
@@ -108,7 +110,7 @@ class TransformersGenerator(InProcessGenerator):
             batch = self.tokenizer([self.render(p) for p in prompts], return_tensors="pt", padding=True)
             input_ids = batch["input_ids"].repeat_interleave(n, dim=0).to(self.model.device)
             attention_mask = batch["attention_mask"].repeat_interleave(n, dim=0).to(self.model.device)
-            recorder = RawLogprobRecorder()
+            recorder = SampledLogprobRecorder(temperature)
             self._calls += 1
             torch.manual_seed(self._seed * 1_000_003 + self._calls)
             with torch.inference_mode():

@@ -1,8 +1,9 @@
 """Generation with vLLM's offline engine (vllm.LLM) on local GPUs; a thin adapter, untested where vLLM is not installed.
 
 vLLM is an optional extra (`pip install kernelzero[vllm]`, vLLM >= 0.10.2 for `logprobs_mode`); it
-is imported only when this backend is built. Log-probabilities are the raw policy's
-(`logprobs_mode="raw_logprobs"`: log-softmax of the unprocessed logits). Weight updates: a LoRA
+is imported only when this backend is built. Log-probabilities are those of the distribution
+sampled from (`logprobs_mode="processed_logprobs"`: after temperature; with top_p < 1 also after
+vLLM's truncation, which the trainer does not model: keep top_p = 1 for training). Weight updates: a LoRA
 adapter directory becomes a new LoRARequest (cheap, the engine keeps running; the engine is
 always started with LoRA enabled, which costs some speed); a full model directory rebuilds the
 engine (slow, but uses only the public API).
@@ -49,7 +50,7 @@ class VLLMGenerator(InProcessGenerator):
         import vllm
 
         return vllm.LLM(
-            model=model_dir, logprobs_mode="raw_logprobs", enable_lora=True,
+            model=model_dir, logprobs_mode="processed_logprobs", enable_lora=True,
             max_lora_rank=MAX_LORA_RANK, **self._options,
         )
 

@@ -1,10 +1,17 @@
 """The Coder stage: G kernel samples per accepted module as samples.generated events, weights swapped between groups; judges no kernel.
 
 Consumes modules.accepted (sample a group), policy.updated (load the new weights once their
-sha256 checks out) and, when repair_turns > 0, samples.evaluated (answer a failed sample of its
-own with a repair turn). The stage runner handles one event at a time, so a weight swap always
-falls between two groups, never inside one. Backpressure: the runner polls at most
-`max_inflight_groups` records at a time and polls again only after their samples are committed.
+sha256 checks out) and, when repair_turns > 0, samples.evaluated. The stage runner handles one
+event at a time, so a weight swap always falls between two groups, never inside one.
+Backpressure: the runner polls at most `max_inflight_groups` records at a time and polls again
+only after their samples are committed.
+
+Repairs (a documented choice, docs/trainer.md): once every result of one of our groups has
+arrived, each of its failed samples (a charged verdict other than `correct`) gets one repair
+answer, all sampled together under one policy version, with that sample's earlier attempts and
+verdicts in its prompt. They form the group of the next turn (group_size = the number of
+repairs), so the trainer compares repairs with repairs. A group whose results never all arrive
+gets no repairs; what the Coder remembers is lost if it restarts.
 """
 
 from __future__ import annotations
@@ -12,7 +19,6 @@ from __future__ import annotations
 import collections
 import logging
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 import anyio
@@ -21,35 +27,37 @@ import msgspec
 from kernelzero.codeblocks import last_python_block
 from kernelzero.config import CoderConfig
 from kernelzero.coder_prompts import Attempt, prompt_hash, render_coder_prompt
-from kernelzero.producers.generation import Completion, Generator, uri_to_path
+from kernelzero.producers.generation import Completion, Generator
+from kernelzero.producers.policy import catch_up, load_update
 from kernelzero.schemas import (
-    Event, ModuleAccepted, PolicyUpdated, SampleEvaluated, SampleGenerated, make_event, uuid7,
+    UNCHARGED_VERDICTS, Event, ModuleAccepted, PolicyUpdated, SampleEvaluated, SampleGenerated, make_event, uuid7,
 )
 
 logger = logging.getLogger("kernelzero.coder")
 
 PRODUCER = "coder"
-MAX_REMEMBERED_SAMPLES = 50_000  # samples kept for repair turns; the oldest are forgotten first
+MAX_REMEMBERED_GROUPS = 10_000  # groups kept for repair turns; the oldest are forgotten first
 
 
-class PolicyHashMismatch(RuntimeError):
-    """The weights at a policy.updated URI do not hash to the event's sha256 (partial copy, tampering, wrong path)."""
+class Member(msgspec.Struct, kw_only=True):
+    """One sample of a group waiting for its results: what its repair prompt needs."""
 
-
-class Remembered(msgspec.Struct, kw_only=True):
-    """What a repair turn needs to know about one of our samples."""
-
-    module: ModuleAccepted
-    attempts: list[Attempt]  # earlier turns' attempts, each with its verdict
+    attempts: list[Attempt]  # the sample's earlier turns, each with its verdict
     source: str | None
+
+
+class PendingGroup(msgspec.Struct, kw_only=True):
+    module: ModuleAccepted
     turn: int
+    members: dict[str, Member]
+    results: dict[str, SampleEvaluated] = {}
 
 
 def sample_events(
     module: ModuleAccepted,
     completions: Sequence[Completion],
     *,
-    prompt: str,
+    prompts: Sequence[str],
     target: str,
     temperature: float,
     policy_version: int,
@@ -57,15 +65,18 @@ def sample_events(
     turn: int = 0,
     producer: str = PRODUCER,
 ) -> list[Event]:
-    """One samples.generated event per completion; an answer without a ModelNew block gets source None, reason no_code."""
-    digest = prompt_hash(prompt)
+    """One samples.generated event per completion (completion i answered prompts[i], or prompts[0] for all).
+
+    An answer without a ModelNew block gets source None, reason no_code.
+    """
     events = []
     for index, completion in enumerate(completions):
         source = last_python_block(completion.text, "ModelNew")
         payload = SampleGenerated(
             sample_id=uuid7(), module_id=module.module_id, backend=target, source=source,
             problem_source=module.source, reason="" if source is not None else "no_code",
-            group_size=len(completions), group_index=index, turn=turn, prompt_hash=digest,
+            group_size=len(completions), group_index=index, turn=turn,
+            prompt_hash=prompt_hash(prompts[index] if len(prompts) > 1 else prompts[0]),
             prompt_token_ids=completion.prompt_token_ids, token_ids=completion.token_ids,
             logprobs=completion.logprobs, temperature=temperature, apis=module.apis, level=module.level,
         )
@@ -74,19 +85,6 @@ def sample_events(
             policy_version=policy_version,
         ))
     return events
-
-
-async def verify_weights(uri: str, sha256: str) -> str:
-    """The local path of `uri` once its content hash equals `sha256`; raises PolicyHashMismatch otherwise."""
-    from kernelzero.models import weights_sha256
-
-    path = uri_to_path(uri)
-    if not Path(path).exists():
-        raise PolicyHashMismatch(f"policy weights {uri} do not exist on this machine")
-    actual = await anyio.to_thread.run_sync(weights_sha256, path)
-    if actual != sha256:
-        raise PolicyHashMismatch(f"policy weights {uri} hash to {actual}, the event says {sha256}")
-    return path
 
 
 class CoderStage:
@@ -101,7 +99,8 @@ class CoderStage:
         self.topics: tuple[str, ...] = ("modules.accepted", "policy.updated")
         if config.repair_turns > 0:
             self.topics += ("samples.evaluated",)
-        self._remembered: collections.OrderedDict[str, Remembered] = collections.OrderedDict()
+        self._pending: collections.OrderedDict[str, PendingGroup] = collections.OrderedDict()
+        self._group_of: dict[str, str] = {}  # sample_id -> pending group id
 
     async def handle(self, event: Event) -> Sequence[Event]:
         payload = event.payload
@@ -113,85 +112,66 @@ class CoderStage:
             return await self.repair(payload, causation_id=event.event_id)
         return []
 
-    async def sample_group(
-        self, module: ModuleAccepted, *, causation_id: str, attempts: Sequence[Attempt] = (), n: int | None = None,
-    ) -> list[Event]:
-        """G samples (or `n`) of one module, all under the same policy version."""
+    async def sample_group(self, module: ModuleAccepted, *, causation_id: str) -> list[Event]:
+        """G first-turn samples of one module, all under the same policy version."""
+        prompt = render_coder_prompt(module.source, self.config.target)
+        return await self._sample(module, [prompt], [[]], self.config.group_size, causation_id=causation_id, turn=0)
+
+    async def _sample(self, module: ModuleAccepted, prompts: list[str], histories: list[list[Attempt]], n: int,
+                      *, causation_id: str, turn: int) -> list[Event]:
         cfg = self.config
-        prompt = render_coder_prompt(module.source, cfg.target, attempts)
         version = self.generator.policy_version
-        [completions] = await self.generator.generate(
-            [prompt], n or cfg.group_size, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
+        groups = await self.generator.generate(
+            prompts, n, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
         )
+        completions = [c for group in groups for c in group]
         events = sample_events(
-            module, completions, prompt=prompt, target=cfg.target, temperature=cfg.temperature,
-            policy_version=version, causation_id=causation_id, turn=len(attempts), producer=self.producer,
+            module, completions, prompts=prompts, target=cfg.target, temperature=cfg.temperature,
+            policy_version=version, causation_id=causation_id, turn=turn, producer=self.producer,
         )
-        if cfg.repair_turns > 0:
-            for e in events:
-                self._remember(e.payload.sample_id, Remembered(
-                    module=module, attempts=list(attempts), source=e.payload.source, turn=len(attempts),
-                ))
+        if turn < cfg.repair_turns:
+            owners = [histories[i // n] for i in range(len(completions))]
+            self._remember(module, turn, {
+                e.payload.sample_id: Member(attempts=history, source=e.payload.source)
+                for e, history in zip(events, owners)
+            })
         return events
 
     async def update_policy(self, update: PolicyUpdated) -> bool:
-        """Load the update's weights if they are newer and verify; False when skipped (other role, not newer)."""
-        if update.role != "coder" or update.version <= self.generator.policy_version:
-            return False
-        path = await verify_weights(update.uri, update.sha256)
-        await self.generator.load_weights(path, update.version)
-        logger.info("coder now samples with policy version %d from %s", update.version, path)
-        return True
+        """Load the update's weights if they are the Coder's, newer and verified; False when skipped."""
+        return await load_update(self.generator, update, "coder")
 
     async def repair(self, evaluated: SampleEvaluated, *, causation_id: str) -> list[Event]:
-        """One repair sample for a failed sample of ours whose turn is below repair_turns."""
-        remembered = self._remembered.pop(evaluated.sample_id, None)
-        if remembered is None or evaluated.verdict == "correct" or remembered.turn >= self.config.repair_turns:
+        """The next turn's group once every result of one of our groups is in: one repair per failed sample."""
+        group_id = self._group_of.pop(evaluated.sample_id, None)
+        group = self._pending.get(group_id) if group_id else None
+        if group is None:
             return []
-        attempt = Attempt(
-            source=remembered.source, verdict=evaluated.verdict, reason=evaluated.reason,
-            log="\n".join(f"{k}: {v}" for k, v in sorted(evaluated.evidence.items())),
-        )
-        return await self.sample_group(
-            remembered.module, causation_id=causation_id, attempts=[*remembered.attempts, attempt], n=1,
-        )
+        group.results[evaluated.sample_id] = evaluated
+        if len(group.results) < len(group.members):
+            return []
+        del self._pending[group_id]
+        failed = [(sid, r) for sid, r in group.results.items()
+                  if r.verdict != "correct" and r.verdict not in UNCHARGED_VERDICTS]
+        if not failed:
+            return []
+        histories = [[*group.members[sid].attempts, _attempt(group.members[sid].source, r)] for sid, r in failed]
+        prompts = [render_coder_prompt(group.module.source, self.config.target, h) for h in histories]
+        return await self._sample(group.module, prompts, histories, 1, causation_id=causation_id, turn=group.turn + 1)
 
-    def _remember(self, sample_id: str, remembered: Remembered) -> None:
-        self._remembered[sample_id] = remembered
-        while len(self._remembered) > MAX_REMEMBERED_SAMPLES:
-            self._remembered.popitem(last=False)
-
-
-async def latest_policy(log: Any, role: str = "coder", timeout_s: float = 30.0) -> list[PolicyUpdated]:
-    """Every policy.updated of `role` on the log, newest version first (read by a throwaway consumer group)."""
-    from kernelzero.schemas import DecodeError, decode
-
-    ends = await log.end_offsets("policy.updated")
-    updates: list[PolicyUpdated] = []
-    seen: dict[int, int] = {}
-    with anyio.move_on_after(timeout_s):
-        async with await log.consumer(f"coder.policy-scan.{uuid7()}", ["policy.updated"]) as consumer:
-            while any(seen.get(p, 0) < end for p, end in ends.items()):
-                for record in await consumer.poll(max_records=500, timeout_s=0.5):
-                    seen[record.partition] = record.offset + 1
-                    try:
-                        payload = decode(record.value).payload
-                    except DecodeError:
-                        continue  # the stage itself dead-letters it when it reads the record
-                    if isinstance(payload, PolicyUpdated) and payload.role == role:
-                        updates.append(payload)
-    return sorted(updates, key=lambda u: u.version, reverse=True)
+    def _remember(self, module: ModuleAccepted, turn: int, members: dict[str, Member]) -> None:
+        group_id = uuid7()
+        self._pending[group_id] = PendingGroup(module=module, turn=turn, members=members)
+        self._group_of.update(dict.fromkeys(members, group_id))
+        while len(self._pending) > MAX_REMEMBERED_GROUPS:
+            _, forgotten = self._pending.popitem(last=False)
+            for sample_id in forgotten.members:
+                self._group_of.pop(sample_id, None)
 
 
-async def catch_up(stage: CoderStage, log: Any) -> int:
-    """Load the newest coder policy whose weights verify, so a restarted Coder does not sample an old one."""
-    for update in await latest_policy(log):
-        try:
-            await stage.update_policy(update)
-            break
-        except PolicyHashMismatch as exc:
-            logger.error("skipping policy version %d at start: %s", update.version, exc)
-    return stage.generator.policy_version
+def _attempt(source: str | None, result: SampleEvaluated) -> Attempt:
+    return Attempt(source=source, verdict=result.verdict, reason=result.reason,
+                   log="\n".join(f"{k}: {v}" for k, v in sorted(result.evidence.items())))
 
 
 async def run(config: Any, idle_exit_s: float | None = None) -> int:
@@ -203,7 +183,7 @@ async def run(config: Any, idle_exit_s: float | None = None) -> int:
     log = await open_log(config.log.url)
     try:
         stage = CoderStage(generator, config.coder)
-        version = await catch_up(stage, log)
+        version = await catch_up(generator, log, "coder")
         print(f"coder: {config.coder.backend} {config.coder.model}, target {config.coder.target}, "
               f"policy version {version}, consuming {', '.join(stage.topics)}", file=sys.stderr)
         stats = await run_stage(

@@ -4,11 +4,14 @@ Contract every backend keeps:
 - `generate` is a coroutine. Backends that compute on the local machine (transformers, vllm) run
   the work in a worker thread, so the event loop that polls the log keeps running.
 - `generate(prompts, n, ...)` returns one list of `n` completions per prompt, in prompt order.
-- `Completion.logprobs[i]` is the log-probability of `token_ids[i]` under the RAW policy: the
-  log-softmax of the model's logits at temperature 1, before temperature, top-p or any other
-  processing. Samples are drawn from the processed distribution; the trainer's importance ratios
-  need the raw one. (The openai backend returns what the server reports: vLLM's default,
-  `--logprobs-mode raw_logprobs`, is this; other servers may differ.)
+- `Completion.logprobs[i]` is the log-probability of `token_ids[i]` under the distribution the
+  token was sampled from: log-softmax(logits / temperature) of the unprocessed logits, before
+  any top-p or top-k truncation (with top_p = 1, the default, exactly the sampling distribution).
+  The trainer computes the same quantity (consumers/policy_update.py), so an on-policy
+  importance ratio is 1. The openai backend returns what the server reports: vLLM does this
+  with `--logprobs-mode processed_logprobs`; other servers may differ (docs/trainer.md).
+  Temperature 0 (greedy, for benchmarks) reports log-softmax(logits): there is no sampling
+  distribution to report, and such samples are not trainable.
 - `load_weights(uri, version)` swaps the policy; callers never call it while a `generate` of the
   same generator is running (the Coder loads weights between groups).
 """
@@ -23,7 +26,7 @@ import msgspec
 class Completion(msgspec.Struct, kw_only=True):
     text: str  # the decoded generated text, without the stop token
     token_ids: list[int]  # generated tokens, the stop token included when one ended the sequence
-    logprobs: list[float]  # one per token_ids entry, raw policy (temperature 1, unprocessed logits)
+    logprobs: list[float]  # one per token_ids entry, under softmax(logits / temperature)
     finish_reason: str  # "stop" (a stop token) or "length" (max_tokens reached)
     prompt_token_ids: list[int] = []  # the prompt as the model saw it (after any chat template)
 

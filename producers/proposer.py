@@ -4,6 +4,8 @@
 the LLM path is thin: a prompt from producers/prompts/proposer.md, one completion per API set
 through the shared `Generator`, and the last fenced python block defining `Model` (the whole
 answer when there is none, so the validator rejects it and the trainer still sees the tokens).
+Its events carry what the Proposer trainer needs (prompt and completion tokens, log-probabilities,
+temperature, policy version); `serve proposer` loads the newest proposer policy.updated between rounds.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from kernelzero.config import ProposerConfig
-from kernelzero.producers.api_catalog import Limits, get
+from kernelzero.producers.api_catalog import Limits, get, names
 from kernelzero.producers.api_sampler import ApiSampler
 from kernelzero.producers.synthesizer import SynthesisError, synthesize
 from kernelzero.schemas import Event, FrontierSnapshot, ModuleProposed, make_event, uuid7
@@ -66,8 +68,12 @@ class Proposer:
             raise ValueError(f"proposer backend {config.backend!r} needs a generator (see producers/generation.py)")
         self.config = config
         self.generator = generator
+        unknown = sorted(set(config.apis) - set(names()))
+        if unknown:
+            raise ValueError(f"[proposer] apis: not in the API catalog: {', '.join(unknown)}")
         # A restarted proposer continues the draw sequence instead of proposing its first modules again.
-        self.sampler = ApiSampler(frontier=frontier, explore=config.explore, seed=config.seed + already_proposed)
+        self.sampler = ApiSampler(config.apis or None, frontier=frontier, explore=config.explore,
+                                  seed=config.seed + already_proposed)
         self._count = already_proposed
 
     def update_frontier(self, frontier: FrontierSnapshot) -> None:
@@ -102,7 +108,8 @@ class Proposer:
             source = last_model_block(completion.text)
             payload = ModuleProposed(
                 module_id=uuid7(), source=source, apis=apis, generator="llm", prompt_hash=prompt_hash(prompt),
-                token_ids=list(completion.token_ids), logprobs=list(completion.logprobs),
+                prompt_token_ids=list(completion.prompt_token_ids), token_ids=list(completion.token_ids),
+                logprobs=list(completion.logprobs), temperature=self.config.temperature,
             )
             events.append(self._event(payload, policy_version=self.generator.policy_version))
         return events
@@ -118,18 +125,19 @@ def last_model_block(text: str) -> str:
     return last_python_block(text, "Model") or text
 
 
-async def _latest_frontier(consumer) -> FrontierSnapshot | None:
-    from kernelzero.schemas import decode
+async def _latest(consumer, kind: type) -> list:
+    """Every decodable `kind` payload the consumer has for us now, oldest first (undecodable ones are skipped)."""
+    from kernelzero.schemas import DecodeError, decode
 
-    latest = None
+    found = []
     for record in await consumer.poll(max_records=500, timeout_s=0.1):
         try:
             event = decode(record.value)
-        except Exception:  # an undecodable snapshot is skipped; the next one will do
+        except DecodeError:  # the next snapshot or update will do
             continue
-        if isinstance(event.payload, FrontierSnapshot):
-            latest = event.payload
-    return latest
+        if isinstance(event.payload, kind):
+            found.append(event.payload)
+    return found
 
 
 async def _pending(log) -> int:
@@ -139,13 +147,25 @@ async def _pending(log) -> int:
     return sum(end - done.get(p, 0) for p, end in ends.items())
 
 
+async def _follow_policy(generator, updates: list) -> None:
+    from kernelzero.producers.policy import PolicyHashMismatch, load_update
+
+    for update in sorted(updates, key=lambda u: u.version, reverse=True):
+        try:
+            if await load_update(generator, update, "proposer"):
+                return
+        except PolicyHashMismatch as exc:
+            logger.error("skipping proposer policy version %d: %s", update.version, exc)
+
+
 def serve(args, config) -> int:
-    """`kernelzero serve proposer`: propose in rounds while the validator keeps up."""
+    """`kernelzero serve proposer`: propose in rounds while the validator keeps up; new weights between rounds."""
     import time
 
     import anyio
 
     from kernelzero.log import open_log
+    from kernelzero.schemas import PolicyUpdated
     from kernelzero.stage import publish
 
     cfg = config.proposer
@@ -154,17 +174,23 @@ def serve(args, config) -> int:
         generator = None
         if cfg.backend != "synth":
             from kernelzero.producers.generation import make_generator
+            from kernelzero.producers.policy import catch_up
 
             generator = make_generator(cfg)
         log = await open_log(config.log.url)
+        if generator is not None:
+            await catch_up(generator, log, "proposer")
         proposer = Proposer(cfg, generator, already_proposed=sum((await log.end_offsets("modules.proposed")).values()))
         rounds, idle_since = 0, time.monotonic()
         try:
-            async with await log.consumer("proposer-frontier", ["frontier.snapshot"]) as frontier_feed:
+            async with await log.consumer("proposer-frontier", ["frontier.snapshot"]) as frontier_feed, \
+                    await log.consumer(f"proposer-policy.{uuid7()}", ["policy.updated"]) as policy_feed:
                 while cfg.rounds == 0 or rounds < cfg.rounds:
-                    frontier = await _latest_frontier(frontier_feed)
-                    if frontier is not None:
+                    for frontier in (await _latest(frontier_feed, FrontierSnapshot))[-1:]:
                         proposer.update_frontier(frontier)
+                    updates = await _latest(policy_feed, PolicyUpdated)
+                    if generator is not None and updates:
+                        await _follow_policy(generator, updates)
                     if await _pending(log) >= cfg.max_pending:
                         if args.idle_exit is not None and time.monotonic() - idle_since > args.idle_exit:
                             return

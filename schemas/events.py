@@ -11,8 +11,14 @@ from typing import Literal
 import msgspec
 
 Backend = Literal["cuda", "triton"]
-Verdict = Literal["correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected"]
-VERDICTS: tuple[str, ...] = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected")
+Verdict = Literal[
+    "correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected", "evaluator_error", "problem_error",
+]
+VERDICTS: tuple[str, ...] = (
+    "correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected", "evaluator_error", "problem_error",
+)
+# Nobody's fault but ours or the problem's: never charged to a sample, trained on, repaired or counted as an attempt.
+UNCHARGED_VERDICTS: frozenset[str] = frozenset({"evaluator_error", "problem_error"})
 Role = Literal["coder", "proposer"]
 
 
@@ -98,6 +104,7 @@ class SampleEvaluated(Evaluation, tag="samples.evaluated", kw_only=True):
     apis: list[str] = []
     level: int = 1
     group_size: int = 1
+    turn: int = 0  # the sample's repair turn (0: a first answer), copied from samples.generated
 
 
 class ScoredSample(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -118,6 +125,8 @@ class GroupScored(Payload, tag="groups.scored"):
     gate_open: bool
     partial: bool = False  # closed by the deadline before all G results arrived
     rule: str = ""  # the CA-GRPO configuration that produced the rewards, as text
+    turn: int = 0  # the repair turn of every sample in the group (0: first answers)
+    informative: bool = True  # some sample has a non-zero advantage; uninformative groups are not trained on
 
 
 class PolicyUpdated(Payload, tag="policy.updated"):

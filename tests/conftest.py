@@ -1,8 +1,28 @@
-"""Shared pytest settings: async tests run on asyncio through anyio's plugin."""
+"""Shared pytest settings and fixtures: async tests run on asyncio through anyio's plugin; tiny random-weight models, built once per session."""
 
 import pytest
+
+from kernelzero.models import TINY_QWEN2, build_random_model
 
 
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    return build_random_model(tmp_path_factory.mktemp("tiny") / "model", TINY_QWEN2, seed=0)
+
+
+@pytest.fixture(scope="session")
+def other_model_dir(tmp_path_factory):
+    """Same architecture and tokenizer, other random weights: a stand-in for a trained policy."""
+    return build_random_model(tmp_path_factory.mktemp("tiny") / "model-v1", TINY_QWEN2, seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_generator(tiny_model_dir):
+    from kernelzero.producers.backend_transformers import TransformersGenerator
+
+    return TransformersGenerator(str(tiny_model_dir), device="cpu", seed=0)

@@ -46,3 +46,27 @@ def test_errors_name_the_bad_key_and_its_source(tmp_path, toml, env, names):
 def test_missing_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "absent.toml", env={})
+
+
+@pytest.mark.parametrize(
+    "env, key",
+    [
+        ({"KERNELZERO_CODER_TEMPERATURE": "0"}, "coder.temperature"),
+        ({"KERNELZERO_CODER_TEMPERATURE": "-1"}, "coder.temperature"),
+        ({"KERNELZERO_PROPOSER_TEMPERATURE": "0"}, "proposer.temperature"),
+        ({"KERNELZERO_CODER_TOP_P": "0"}, "coder.top_p"),
+        ({"KERNELZERO_CODER_GROUP_SIZE": "0"}, "coder.group_size"),
+        ({"KERNELZERO_TRAINER_LEARNING_RATE": "-1e-5"}, "trainer.learning_rate"),
+        ({"KERNELZERO_TRAINER_TAU": "1.5"}, "trainer.tau"),
+        ({"KERNELZERO_TRAINER_GROUPS_PER_STEP": "0"}, "trainer.groups_per_step"),
+        ({"KERNELZERO_TRAINER_SPEEDUP_TOLERANCE": "-0.1"}, "trainer.speedup_tolerance"),
+        ({"KERNELZERO_TRAINER_CODER_STEPS": "0", "KERNELZERO_TRAINER_PROPOSER_STEPS": "0"}, "trainer.coder_steps"),
+        ({"KERNELZERO_ANALYTICS_BAND_LOW": "0.8"}, "analytics.band_low"),
+        ({"KERNELZERO_ANALYTICS_BAND_LOW": "0.6", "KERNELZERO_ANALYTICS_BAND_HIGH": "0.4"}, "analytics.band_low"),
+    ],
+)
+def test_values_that_would_silently_break_training_are_refused_naming_the_key(env, key):
+    with pytest.raises(ConfigError) as info:
+        load_config(env=env)
+    message = str(info.value)
+    assert message.startswith(f"config key {key} (KERNELZERO_") and "must be" in message

@@ -29,18 +29,19 @@ def module(module_id: str, apis: list[str], source: str | None = None) -> Event:
 
 
 def sample(sample_id: str, module_id: str, *, backend: str = "triton", policy_version: int = 1,
-           apis: Sequence[str] = ()) -> Event:
+           apis: Sequence[str] = (), turn: int = 0) -> Event:
     return make_event(SampleGenerated(sample_id=sample_id, module_id=module_id, backend=backend,
-                                      source=f"# kernel {sample_id}", problem_source="", apis=list(apis)),
+                                      source=f"# kernel {sample_id}", problem_source="", apis=list(apis), turn=turn),
                       correlation_id=module_id, producer="coder", policy_version=policy_version)
 
 
 def evaluation(sample_id: str, module_id: str, apis: Sequence[str], verdict: str = "correct", *,
                speedup: float | None = None, backend: str = "triton", policy_version: int | None = 1,
-               reason: str = "", evidence: dict[str, str] | None = None, rel_err: float | None = None) -> Event:
+               reason: str = "", evidence: dict[str, str] | None = None, rel_err: float | None = None,
+               turn: int = 0) -> Event:
     payload = SampleEvaluated(sample_id=sample_id, module_id=module_id, backend=backend, verdict=verdict,
                               reason=reason or verdict, apis=list(apis), speedup=speedup, rel_err=rel_err,
-                              evidence=evidence or {})
+                              evidence=evidence or {}, turn=turn)
     return make_event(payload, correlation_id=module_id, producer="evaluator", policy_version=policy_version)
 
 

@@ -8,6 +8,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
+from kernelzero.codeblocks import answer, fenced_blocks
 from kernelzero.coder_prompts import render_coder_prompt
 
 from kernelzero.analytics.projection import Projection
@@ -22,10 +23,11 @@ CONFIG = AnalyticsConfig()
 
 def _events():
     events = [module("m1", ["x"], source="# module one"), module("m2", ["y"], source="# module two")]
-    # m1: three correct kernels (1.0x, 2.0x, 1.02x) and one failure
+    # m1: three correct kernels (1.0x, 2.0x, 1.02x) and one failure, then a correct repair (turn 1)
     for sid, verdict, speedup in (("k1", "correct", 1.0), ("k2", "correct", 2.0), ("k3", "correct", 1.02),
                                   ("k4", "incorrect", None)):
         events += [sample(sid, "m1"), evaluation(sid, "m1", ["x"], verdict, speedup=speedup)]
+    events += [sample("r1", "m1", turn=1), evaluation("r1", "m1", ["x"], speedup=1.5, turn=1)]
     # m2: every sample passes, so its pass rate is above the band; nothing to compare for pref
     for sid in ("j1", "j2", "j3", "j4", "j5"):
         events += [sample(sid, "m2"), evaluation(sid, "m2", ["y"], speedup=1.5)]
@@ -51,7 +53,8 @@ def test_sft_has_the_best_correct_kernel_per_module(con, tmp_path, suffix):
     path = tmp_path / f"sft{suffix}"
     assert write_dataset(con, CONFIG, "sft", path) == 2
     rows = {r["module_id"]: r for r in _read(path)}
-    assert rows["m1"]["sample_id"] == "k2" and rows["m1"]["completion"] == "# kernel k2"
+    assert rows["m1"]["sample_id"] == "k2" and rows["m1"]["completion"] == answer("# kernel k2")
+    assert fenced_blocks(rows["m1"]["completion"]) == [("python", "# kernel k2\n")]  # what the Coder's parser reads
     assert rows["m1"]["reference"] == "# module one" and rows["m1"]["speedup"] == 2.0
     assert rows["m2"]["reference"] == "# module two"
     # the prompt is exactly what the Coder is asked, for the kernel's backend
@@ -63,7 +66,7 @@ def test_rl_prompts_are_the_modules_in_band(con, tmp_path, suffix):
     path = tmp_path / f"rl{suffix}"
     write_dataset(con, CONFIG, "rl", path)
     rows = _read(path)
-    # m1: Beta(1 + 3, 1 + 1) mean 2/3 is in the band; m2: Beta(6, 1) mean 6/7 is not
+    # m1: Beta(1 + 3, 1 + 1) mean 2/3 is in the band (the repair is not a first-shot pass); m2: Beta(6, 1) is not
     assert [r["module_id"] for r in rows] == ["m1"]
     assert rows[0]["prompt"] == "# module one" and rows[0]["pass_mean"] == pytest.approx(4 / 6)
     assert rows[0]["frontier_weight"] > 0
@@ -74,8 +77,9 @@ def test_pref_pairs_prefer_the_faster_kernel(con, tmp_path, suffix):
     path = tmp_path / f"pref{suffix}"
     write_dataset(con, CONFIG, "pref", path, min_gain=0.05)
     pairs = sorted((r["chosen_sample"], r["rejected_sample"]) for r in _read(path))
-    # 1.02x vs 1.0x is within the 5% noise margin: no pair
-    assert pairs == [("k2", "k1"), ("k2", "k3")]
+    # 1.02x vs 1.0x is within the 5% noise margin: no pair; the repair r1 (1.5x) pairs as any kernel does
+    assert pairs == [("k2", "k1"), ("k2", "k3"), ("k2", "r1"), ("r1", "k1"), ("r1", "k3")]
+    assert all(fenced_blocks(r["chosen"]) and fenced_blocks(r["rejected"]) for r in _read(path))
     assert all(r["prompt"] == render_coder_prompt(r["reference"], r["backend"]) for r in _read(path))
     assert all(r["chosen_speedup"] > r["rejected_speedup"] for r in _read(path))
 

@@ -10,7 +10,8 @@ from kernelzero.log import open_log
 from kernelzero.models import load_model, weights_sha256
 from kernelzero.producers.backend_openai import OpenAIGenerator
 from kernelzero.producers.backend_transformers import TransformersGenerator
-from kernelzero.producers.coder import CoderStage, PolicyHashMismatch, catch_up, sample_events
+from kernelzero.producers.coder import CoderStage, sample_events
+from kernelzero.producers.policy import PolicyHashMismatch, catch_up
 from kernelzero.coder_prompts import prompt_hash, render_coder_prompt
 from kernelzero.schemas import (
     DeadLetter, ModuleAccepted, PolicyUpdated, SampleEvaluated, SampleGenerated, decode, encode, make_event,
@@ -63,7 +64,7 @@ async def test_code_in_the_answer_becomes_the_sample_source():
 
 
 def test_sample_events_for_an_empty_group_is_empty():
-    assert sample_events(MODULE, [], prompt="p", target="cuda", temperature=1.0, policy_version=0, causation_id="") == []
+    assert sample_events(MODULE, [], prompts=["p"], target="cuda", temperature=1.0, policy_version=0, causation_id="") == []
 
 
 async def read_all(log, topics):
@@ -103,8 +104,8 @@ async def test_service_samples_groups_and_swaps_weights_between_them(tmp_path, t
     assert isinstance(dead.payload, DeadLetter) and dead.payload.topic == "policy.updated"
     assert "PolicyHashMismatch" in dead.payload.error
 
-    restarted = CoderStage(TransformersGenerator(str(tiny_model_dir), device="cpu"), CONFIG)
-    assert await catch_up(restarted, log) == 1, "a restart loads the newest policy whose hash verifies"
+    restarted = TransformersGenerator(str(tiny_model_dir), device="cpu")
+    assert await catch_up(restarted, log, "coder") == 1, "a restart loads the newest policy whose hash verifies"
     await log.close()
 
 
@@ -117,28 +118,49 @@ async def test_policy_updates_that_are_old_or_corrupt_are_not_loaded(tiny_model_
     assert generator.policy_version == 3
 
 
-async def test_a_failed_sample_gets_a_repair_turn_showing_the_verdict():
-    config = CoderConfig(group_size=2, max_tokens=16, repair_turns=1)
+def evaluated(sample, verdict, reason="output_mismatch"):
+    return make_event(SampleEvaluated(
+        sample_id=sample.payload.sample_id, module_id="m-1", backend="triton", verdict=verdict,
+        reason=reason, evidence={"max_abs_err": "3.5"},
+    ), correlation_id="m-1", producer="evaluator")
+
+
+async def test_failed_samples_get_one_repair_group_once_every_result_is_in():
+    config = CoderConfig(group_size=4, max_tokens=16, repair_turns=1)
+    with OpenAITestServer(canned_answer(ANSWER)) as server:
+        generator = OpenAIGenerator(server.base_url, "tiny", policy_version=2)
+        stage = CoderStage(generator, config)
+        assert "samples.evaluated" in stage.topics
+        a, b, c, d = await stage.sample_group(MODULE, causation_id="e")
+        assert await stage.handle(evaluated(a, "incorrect")) == []
+        assert await stage.handle(evaluated(b, "correct")) == []
+        assert await stage.handle(evaluated(c, "evaluator_error", "evaluator_bug")) == [], "not the sample's fault"
+        repairs = await stage.handle(evaluated(d, "compile_error", "syntax_error"))
+        assert await stage.handle(evaluated(repairs[0], "incorrect")) == [], "no turn beyond repair_turns"
+        await generator.close()
+    assert [(r.payload.turn, r.payload.group_size, r.payload.group_index) for r in repairs] == [(1, 2, 0), (1, 2, 1)]
+    assert {r.envelope.policy_version for r in repairs} == {2}
+    prompts = sorted((body["prompt"] for body in server.requests[1:]), key=lambda p: "compile_error" in p)
+    assert len(prompts) == 2 and all(body["n"] == 1 for body in server.requests[1:])  # requests run concurrently
+    assert "Verdict: incorrect (reason: output_mismatch)" in prompts[0] and "max_abs_err: 3.5" in prompts[0]
+    assert "Verdict: compile_error (reason: syntax_error)" in prompts[1] and "output_mismatch" not in prompts[1]
+    assert [r.payload.prompt_hash for r in repairs] == [prompt_hash(p) for p in prompts]
+    assert all("class ModelNew(torch.nn.Module)" in p for p in prompts)
+
+
+async def test_repairs_chain_their_own_attempts_up_to_repair_turns():
+    config = CoderConfig(group_size=1, max_tokens=16, repair_turns=2)
     with OpenAITestServer(canned_answer(ANSWER)) as server:
         generator = OpenAIGenerator(server.base_url, "tiny")
         stage = CoderStage(generator, config)
-        assert "samples.evaluated" in stage.topics
-        first, second = await stage.sample_group(MODULE, causation_id="e")
-
-        def verdict(sample, verdict):
-            return make_event(SampleEvaluated(
-                sample_id=sample.payload.sample_id, module_id="m-1", backend="triton", verdict=verdict,
-                reason="output_mismatch", evidence={"max_abs_err": "3.5"},
-            ), correlation_id="m-1", producer="evaluator")
-
-        [repair] = await stage.handle(verdict(first, "incorrect"))
-        assert await stage.handle(verdict(second, "correct")) == []
-        assert await stage.handle(verdict(repair, "incorrect")) == [], "no turn beyond repair_turns"
+        [first] = await stage.sample_group(MODULE, causation_id="e")
+        [second] = await stage.handle(evaluated(first, "incorrect"))
+        [third] = await stage.handle(evaluated(second, "timeout", "timeout"))
+        assert await stage.handle(evaluated(third, "incorrect")) == []
         await generator.close()
-    assert repair.payload.turn == 1 and repair.payload.group_size == 1
-    repair_prompt = server.requests[1]["prompt"]
-    assert "Verdict: incorrect (reason: output_mismatch)" in repair_prompt and "max_abs_err: 3.5" in repair_prompt
-    assert "class ModelNew(torch.nn.Module)" in repair_prompt
+    assert (second.payload.turn, third.payload.turn) == (1, 2)
+    last_prompt = server.requests[2]["prompt"]
+    assert "Verdict: incorrect" in last_prompt and "Verdict: timeout" in last_prompt
 
 
 async def test_serve_entry_point_runs_the_coder_until_idle(tmp_path, tiny_model_dir):

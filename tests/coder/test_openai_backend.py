@@ -20,7 +20,7 @@ def client(server: OpenAITestServer, **options) -> OpenAIGenerator:
     return OpenAIGenerator(server.base_url, "tiny", **(settings | options))
 
 
-async def test_completions_from_a_real_model_carry_ids_and_raw_logprobs(tiny_generator):
+async def test_completions_from_a_real_model_carry_ids_and_sampling_logprobs(tiny_generator):
     with OpenAITestServer(model_answer(tiny_generator)) as server:
         generator = client(server)
         out = await generator.generate(["def f(x):", "import torch"], 2, temperature=0.8, top_p=0.95, max_tokens=10)
@@ -31,7 +31,7 @@ async def test_completions_from_a_real_model_carry_ids_and_raw_logprobs(tiny_gen
         for completion in group:
             assert len(completion.token_ids) == len(completion.logprobs) > 0
             assert completion.prompt_token_ids
-            assert completion.logprobs == pytest.approx(recomputed_logprobs(tiny_generator.model, completion), abs=1e-4)
+            assert completion.logprobs == pytest.approx(recomputed_logprobs(tiny_generator.model, completion, 0.8), abs=1e-4)
 
 
 async def test_429_with_retry_after_then_success():

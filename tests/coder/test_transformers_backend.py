@@ -1,4 +1,4 @@
-"""The transformers backend on a tiny random model: batching, raw log-probabilities, stop tokens, LoRA, reloads."""
+"""The transformers backend on a tiny random model: batching, sampling log-probabilities, stop tokens, LoRA, reloads."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ from kernelzero.producers.generation import Completion, GenerationError, make_ge
 PROMPTS = ["import torch\nclass Model(nn.Module):", "def forward(self, x):\n    return torch.relu(x) * 2.0 + 1"]
 
 
-def recomputed_logprobs(model, completion: Completion) -> list[float]:
-    """log p(token) by one forward pass over prompt + completion, without padding."""
+def recomputed_logprobs(model, completion: Completion, temperature: float = 1.0) -> list[float]:
+    """log p(token) under softmax(logits / temperature), by one forward pass over prompt + completion, without padding."""
     ids = torch.tensor([completion.prompt_token_ids + completion.token_ids], device=model.device)
     with torch.no_grad():
-        logp = torch.log_softmax(model(ids).logits[0].float(), dim=-1)
+        logp = torch.log_softmax(model(ids).logits[0].float() / temperature, dim=-1)
     start = len(completion.prompt_token_ids) - 1
     return [logp[start + i, t].item() for i, t in enumerate(completion.token_ids)]
 
 
-def test_batched_groups_have_raw_logprobs_that_match_a_forward_pass(tiny_generator):
-    # temperature 0.7 and top_p 0.9 would change processed log-probs: matching proves they are raw
+def test_batched_groups_have_sampling_logprobs_that_match_a_forward_pass(tiny_generator):
+    # under top_p 0.9 truncated tokens would get -inf: matching the untruncated T = 0.7 log-softmax proves the convention
     out = tiny_generator.generate_sync(PROMPTS, 3, temperature=0.7, top_p=0.9, max_tokens=24)
     assert [len(group) for group in out] == [3, 3]
     lengths = {len(c.prompt_token_ids) for c in (out[0][0], out[1][0])}
@@ -32,7 +32,9 @@ def test_batched_groups_have_raw_logprobs_that_match_a_forward_pass(tiny_generat
             assert completion.prompt_token_ids == tiny_generator.tokenizer(prompt)["input_ids"]
             assert len(completion.logprobs) == len(completion.token_ids) > 0
             assert all(lp <= 0 for lp in completion.logprobs)
-            assert completion.logprobs == pytest.approx(recomputed_logprobs(tiny_generator.model, completion), abs=1e-4)
+            expected = recomputed_logprobs(tiny_generator.model, completion, 0.7)
+            assert completion.logprobs == pytest.approx(expected, abs=1e-4)
+            assert completion.logprobs != pytest.approx(recomputed_logprobs(tiny_generator.model, completion), abs=1e-3)
     assert len({tuple(c.token_ids) for c in out[0]}) > 1, "samples of one group differ"
 
 

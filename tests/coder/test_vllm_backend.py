@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="vLLM needs a CUDA device")]
 
 
-def test_vllm_samples_groups_with_raw_logprobs_and_reloads(tiny_model_dir, other_model_dir):
+def test_vllm_samples_groups_with_logprobs_and_reloads(tiny_model_dir, other_model_dir):
     from kernelzero.producers.backend_vllm import VLLMGenerator
 
     generator = VLLMGenerator(str(tiny_model_dir), dtype="float32", gpu_memory_utilization=0.3)

@@ -5,7 +5,9 @@ import math
 import pytest
 
 from kernelzero.config import TrainerConfig
-from kernelzero.consumers.ca_grpo import GateWindow, SampleOutcome, describe_rule, group_advantages, score_group
+from kernelzero.consumers.ca_grpo import (
+    GateWindow, SampleOutcome, describe_rule, equalize_speedups, group_advantages, score_group,
+)
 
 CONFIG = TrainerConfig()  # tau 0.5, lambda 0.5, clip [-1, 2], rejected -0.5, eps 1e-4, k 4, drop
 
@@ -140,3 +142,34 @@ def test_empty_group_and_single_sample():
 def test_rule_text_names_the_configuration():
     text = describe_rule(TrainerConfig(tau=0.3, stale="importance_weight"))
     assert "tau=0.3" in text and "stale=importance_weight" in text
+
+
+def test_speedups_within_the_timing_noise_earn_equal_rewards():
+    # an all-correct group whose speedups differ by 0.4-1.5% (the H200's spread between evaluations)
+    noisy = group(("correct", 1.000), ("correct", 1.004), ("correct", 1.015), ("correct", 0.996))
+    result = score_group(noisy, 0, TrainerConfig(speedup_tolerance=0.02))
+    assert len(set(rewards(result))) == 1 and advantages(result) == [0.0] * 4
+    assert not result.informative
+    assert [s.speedup for s in result.samples] == [1.000, 1.004, 1.015, 0.996]  # reported as measured
+    without_floor = score_group(noisy, 0, TrainerConfig(speedup_tolerance=0.0))
+    assert without_floor.informative and max(map(abs, advantages(without_floor))) > 1.0  # noise became advantage
+
+
+def test_noise_floor_keeps_real_differences_and_groups_runs():
+    assert equalize_speedups([1.0, 1.01, 2.0, None, 2.03, 4.0], 0.02) == pytest.approx(
+        [math.sqrt(1.01), math.sqrt(1.01), math.sqrt(2.0 * 2.03), None, math.sqrt(2.0 * 2.03), 4.0])
+    # a run is measured from its slowest member, so a chain of small steps cannot merge 1.0 and 1.03
+    assert equalize_speedups([1.0, 1.015, 1.03], 0.02) == pytest.approx([math.sqrt(1.015), math.sqrt(1.015), 1.03])
+    result = score_group(group(("correct", 1.0), ("correct", 1.01), ("correct", 2.0), ("incorrect", None)), 0, CONFIG)
+    assert rewards(result)[0] == rewards(result)[1] < rewards(result)[2] and result.informative
+
+
+def test_our_failures_are_never_charged_to_a_sample():
+    result = score_group(group(("correct", None), ("evaluator_error", None), ("problem_error", None),
+                               ("incorrect", None)), 0, CONFIG)
+    assert [s.weight for s in result.samples] == [1.0, 0.0, 0.0, 1.0]
+    assert advantages(result)[1:3] == [0.0, 0.0] and result.uncharged == 2
+    assert result.pass_rate == 0.5 and result.gate_rate == 0.5  # over the two charged samples
+    assert advantages(result)[0] == pytest.approx(-advantages(result)[3])
+    only_ours = score_group(group(("evaluator_error", None), ("evaluator_error", None)), 0, CONFIG)
+    assert not only_ours.informative and only_ours.pass_rate == 0.0

@@ -1,5 +1,6 @@
 """Group assembly: the join with samples.generated, complete and partial groups, duplicates, staleness."""
 
+import msgspec
 import pytest
 
 from kernelzero.config import TrainerConfig
@@ -91,3 +92,33 @@ def test_results_whose_generated_sample_never_comes_are_forgotten():
     assembler = GroupAssembler(TrainerConfig(group_deadline_s=5.0))
     feed(assembler, [evaluated(0, "correct")], now=0.0)
     assert assembler.expire(5.0) == [] and assembler.dropped["generated_missing"] == 1
+
+
+def test_repair_answers_form_a_group_of_their_own_turn():
+    assembler = GroupAssembler(TrainerConfig())
+    first_turn = [generated(i, group_size=3) for i in range(3)]
+    repair = make_event(SampleGenerated(
+        sample_id="m1-r0", module_id="m1", backend="triton", source="code", problem_source="ref", group_size=2,
+        group_index=0, turn=1, prompt_token_ids=[1, 2], token_ids=[5], logprobs=[-0.5], temperature=0.8,
+    ), correlation_id="m1", producer="coder", policy_version=3)
+    repair2 = make_event(msgspec.structs.replace(repair.payload, sample_id="m1-r1", group_index=1),
+                         correlation_id="m1", producer="coder", policy_version=3)
+    out = feed(assembler, first_turn + [repair, repair2, evaluated(0, "correct"), evaluated(1, "incorrect")])
+    out += feed(assembler, [make_event(SampleEvaluated(sample_id="m1-r0", module_id="m1", backend="triton",
+                                                       verdict="correct", reason=""), correlation_id="m1",
+                                       producer="evaluator")])
+    assert out == [] and assembler.open_groups() == 2, "the repair neither joins nor closes the first-turn group"
+    out = feed(assembler, [evaluated(2, "incorrect"), make_event(SampleEvaluated(
+        sample_id="m1-r1", module_id="m1", backend="triton", verdict="incorrect", reason=""),
+        correlation_id="m1", producer="evaluator")])
+    groups = sorted((g.event.payload for g in out), key=lambda g: g.turn)
+    assert [(g.turn, len(g.samples), g.pass_rate) for g in groups] == [(0, 3, 1 / 3), (1, 2, 0.5)]
+    assert assembler.dropped["late_result"] == 0
+
+
+def test_a_group_without_variance_is_scored_but_trains_nothing():
+    assembler = GroupAssembler(TrainerConfig())
+    feed(assembler, [generated(i, group_size=2) for i in range(2)])
+    out = feed(assembler, [evaluated(0, "incorrect"), evaluated(1, "compile_error")])
+    assert len(out) == 1 and not out[0].event.payload.informative and out[0].training == []
+    assert assembler.dropped["zero_variance_groups"] == 1

@@ -55,3 +55,37 @@ def test_bad_lines_are_named(tmp_path):
     path.write_text("{not json\n")
     with pytest.raises(SftError, match=":1: not JSON"):
         read_pairs(path)
+
+
+@pytest.mark.parametrize("lora_rank", [8, 0])
+def test_the_sft_result_starts_rl_as_it_is(model_dir, tmp_path, lora_rank):
+    from kernelzero.config import TrainerConfig
+    from kernelzero.consumers.ca_grpo import TrainingSample
+    from kernelzero.consumers.policy_update import PolicyLearner
+    from kernelzero.producers.backend_transformers import TransformersGenerator
+
+    data = write(tmp_path / "sft.jsonl", PAIRS)
+    run_sft(str(data), str(model_dir), str(tmp_path / "sft"), epochs=2, batch_size=4, learning_rate=1e-2,
+            lora_rank=lora_rank, device="cpu")
+    coder = TransformersGenerator(str(tmp_path / "sft"), device="cpu")
+    [[sample]] = coder.generate_sync([PAIRS[0]["prompt"]], 1, temperature=1.0, top_p=1.0, max_tokens=8)
+    config = TrainerConfig(lora_rank=4, learning_rate=1e-2, device="cpu", checkpoint_dir=str(tmp_path / "ckpt"))
+    learner = PolicyLearner.from_directory(str(tmp_path / "sft"), config, role="coder", device="cpu")
+    trainable = [p for p in learner.model.parameters() if p.requires_grad]
+    assert trainable, "the SFT weights load trainable (an adapter is continued, a full model gets a new one)"
+    with torch.no_grad():
+        ids = torch.tensor([sample.prompt_token_ids + sample.token_ids])
+        start = len(sample.prompt_token_ids) - 1
+        logp = torch.log_softmax(learner.model(ids).logits[0].float(), -1)
+    assert [logp[start + i, t].item() for i, t in enumerate(sample.token_ids)] == pytest.approx(sample.logprobs, abs=1e-4)
+    step = TrainingSample(sample_id="s", prompt_token_ids=sample.prompt_token_ids, token_ids=sample.token_ids,
+                          logprobs=sample.logprobs, advantage=1.0, temperature=1.0)
+    metrics = learner.step([step])
+    assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-3)  # the learner starts where the Coder samples
+    path, sha = learner.save(config.checkpoint_dir)
+    coder.load_weights_sync(str(path), learner.version)  # the Coder follows the continued policy
+    [[after]] = coder.generate_sync([PAIRS[0]["prompt"]], 1, temperature=1.0, top_p=1.0, max_tokens=8)
+    with torch.no_grad():
+        ids = torch.tensor([after.prompt_token_ids + after.token_ids])
+        logp = torch.log_softmax(learner.model(ids).logits[0].float(), -1)
+    assert [logp[start + i, t].item() for i, t in enumerate(after.token_ids)] == pytest.approx(after.logprobs, abs=1e-4)

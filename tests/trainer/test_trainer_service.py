@@ -83,3 +83,31 @@ async def test_service_scores_groups_and_alternates_steps(tmp_path):
         assert update.metrics["samples"] == (8.0 if update.role == "coder" else 2.0)
     assert stage.groups.current_version == 1
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["coder", "proposer"]
+
+
+@pytest.mark.anyio
+async def test_no_version_without_signal_and_a_waiting_learner_yields_its_turn(tmp_path, tiny_model_dir):
+    from kernelzero.consumers.trainer_service import TrainerStage
+
+    config = Config()
+    config.trainer = TrainerConfig(groups_per_step=1, proposer_batch=4, lora_rank=4, device="cpu",
+                                   checkpoint_dir=str(tmp_path / "ckpt"), coder_steps=1, proposer_steps=1)
+    learners = [PolicyLearner(load_model(str(tiny_model_dir), device="cpu")[0], config.trainer, role=role)
+                for role in ("coder", "proposer")]
+    stage = TrainerStage(config, *learners)
+
+    async def feed(events):
+        out = []
+        for event in events:
+            out += await stage.handle(event)
+        return [e.payload for e in out if isinstance(e.payload, PolicyUpdated)]
+
+    assert await feed(module_events("m1", ["incorrect", "compile_error"])) == [], "a group without variance trains nothing"
+    assert [(u.role, u.version) for u in await feed(module_events("m2", ["correct", "incorrect"]))] == [("coder", 1)]
+    # the Proposer is on turn with 3 of its 4 proposals scored: it yields to the Coder's full batch
+    assert [(u.role, u.version) for u in await feed(module_events("m3", ["correct", "timeout"]))] == [("coder", 2)]
+    assert stage.counts["yielded_turns"] == 1
+    assert [(u.role, u.version) for u in await feed(module_events("m4", ["rejected", "correct"]))] == [
+        ("proposer", 1), ("coder", 3)]
+    assert stage.metrics[-1]["skipped_zero_variance_groups"] == 1.0 and stage.metrics[-1]["yielded_turns"] == 1.0
+    assert stage.groups.dropped["zero_variance_groups"] == 1

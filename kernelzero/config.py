@@ -41,15 +41,6 @@ def _fraction(value: float) -> tuple[bool, str]:
     return 0.0 <= value <= 1.0, "must be between 0 and 1"
 
 
-def _sampling_rules(section: Any) -> dict[str, tuple[bool, str]]:
-    """Generation knobs shared by [coder] and [proposer]: log-probabilities of T <= 0 do not exist (docs/trainer.md)."""
-    return {
-        "temperature": _positive(section.temperature),
-        "top_p": (0.0 < section.top_p <= 1.0, "must be in (0, 1]"),
-        "max_tokens": _at_least(section.max_tokens, 1),
-    }
-
-
 class LogConfig(Section):
     url: str = "embedded:runs/default/log.sqlite"  # or kafka://127.0.0.1:9092
     session_timeout_s: float = 10.0  # a silent group member loses its partitions after this
@@ -80,16 +71,13 @@ class EvaluatorConfig(Section):
     gpu_memory_fraction: float = 0.9  # per-candidate cap on the GPU's memory (torch caching allocator)
 
 
-class CoderConfig(Section):
-    backend: Literal["transformers", "vllm", "openai"] = "transformers"
+class GenerationConfig(Section):
+    """What the shared generation interface needs (producers/generation.py); [coder] and [proposer] both have it."""
+
     model: str = ""  # a local directory in Hugging Face layout, or the served model's name (openai)
-    target: Literal["cuda", "triton"] = "triton"
-    group_size: int = 8
     temperature: float = 1.0
     top_p: float = 1.0
     max_tokens: int = 1024
-    repair_turns: int = 0
-    max_inflight_groups: int = 4
     openai_base_url: str = "http://127.0.0.1:8000/v1"
     openai_api_key: str = ""
     request_timeout_s: float = 120.0
@@ -105,22 +93,33 @@ class CoderConfig(Section):
     vllm_gpu_memory_utilization: float = 0.85
 
     def rules(self) -> dict[str, tuple[bool, str]]:
-        return _sampling_rules(self) | {
-            "group_size": _at_least(self.group_size, 1),
-            "repair_turns": _at_least(self.repair_turns, 0),
-            "max_inflight_groups": _at_least(self.max_inflight_groups, 1),
+        # log-probabilities of T <= 0 do not exist: nothing sampled greedily can be trained on (docs/trainer.md)
+        return {
+            "temperature": _positive(self.temperature),
+            "top_p": (0.0 < self.top_p <= 1.0, "must be in (0, 1]"),
+            "max_tokens": _at_least(self.max_tokens, 1),
             "concurrency": _at_least(self.concurrency, 1),
         }
 
 
-class ProposerConfig(Section):
+class CoderConfig(GenerationConfig):
+    backend: Literal["transformers", "vllm", "openai"] = "transformers"
+    target: Literal["cuda", "triton"] = "triton"
+    group_size: int = 8
+    repair_turns: int = 0
+    max_inflight_groups: int = 4
+
+    def rules(self) -> dict[str, tuple[bool, str]]:
+        return super().rules() | {
+            "group_size": _at_least(self.group_size, 1),
+            "repair_turns": _at_least(self.repair_turns, 0),
+            "max_inflight_groups": _at_least(self.max_inflight_groups, 1),
+        }
+
+
+class ProposerConfig(GenerationConfig):
     backend: Literal["synth", "transformers", "vllm", "openai"] = "synth"
-    model: str = ""
     api_set_size: int = 3
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 1024
-    seed: int = 0
     scale: float = 1.0  # problem size: 1 = GPU-sized (~2**26 elements); the CPU demo uses ~2**-13
     explore: float = 0.2  # share of API draws spread by inverse attempts (rarely tried APIs first)
     batch: int = 8  # modules proposed per round
@@ -129,7 +128,7 @@ class ProposerConfig(Section):
     apis: list[str] = []  # the API pool sets are drawn from; empty = the whole catalog (producers/api_catalog.py)
 
     def rules(self) -> dict[str, tuple[bool, str]]:
-        return _sampling_rules(self) | {
+        return super().rules() | {
             "api_set_size": _at_least(self.api_set_size, 1),
             "scale": _positive(self.scale),
             "explore": _fraction(self.explore),

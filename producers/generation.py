@@ -18,9 +18,11 @@ Contract every backend keeps:
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import msgspec
+
+from kernelzero.config import GenerationConfig
 
 
 class Completion(msgspec.Struct, kw_only=True):
@@ -66,33 +68,6 @@ class InProcessGenerator:
         await anyio.to_thread.run_sync(lambda: self.load_weights_sync(uri, version))
 
 
-class GeneratorSettings(msgspec.Struct, kw_only=True):
-    """What a backend needs; `make_generator` copies the same-named keys of a config section over these defaults."""
-
-    backend: str = "transformers"
-    model: str = ""
-    adapter: str = ""
-    device: str = "auto"
-    dtype: str = "auto"
-    chat: bool = False
-    seed: int = 0
-    allow_download: bool = False
-    openai_base_url: str = "http://127.0.0.1:8000/v1"
-    openai_api_key: str = ""
-    openai_token_ids: bool = True
-    request_timeout_s: float = 120.0
-    max_retries: int = 4
-    concurrency: int = 8
-    vllm_gpu_memory_utilization: float = 0.85
-
-
-def settings_from(section: Any) -> GeneratorSettings:
-    """GeneratorSettings from any config section ([coder], [proposer]): keys it lacks keep their defaults."""
-    known = {f.name for f in msgspec.structs.fields(GeneratorSettings)}
-    values = {k: v for k, v in msgspec.structs.asdict(section).items() if k in known}
-    return GeneratorSettings(**values)
-
-
 def uri_to_path(uri: str) -> str:
     """Weights URIs are local paths (optionally file://); anything else is refused with a clear error."""
     if uri.startswith("file://"):
@@ -102,9 +77,8 @@ def uri_to_path(uri: str) -> str:
     return uri
 
 
-def make_generator(section: Any) -> Generator:
-    """The backend named by `section.backend` (transformers, vllm or openai), configured from the section."""
-    settings = section if isinstance(section, GeneratorSettings) else settings_from(section)
+def make_generator(settings: GenerationConfig) -> Generator:
+    """The backend named by `settings.backend` (transformers, vllm or openai) of a [coder] or [proposer] section."""
     if settings.backend == "transformers":
         from kernelzero.producers.backend_transformers import TransformersGenerator
 

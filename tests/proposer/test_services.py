@@ -85,3 +85,33 @@ async def test_a_restarted_proposer_continues_instead_of_repeating_its_first_mod
     resumed = [e.payload.source for e in await Proposer(config, already_proposed=3).propose(3)]
     assert first == again  # deterministic for a seed
     assert not set(resumed) & set(first)
+
+
+async def test_llm_proposals_from_a_real_model_are_trainable_and_follow_new_weights(
+        tmp_path, tiny_model_dir, other_model_dir):
+    import argparse
+
+    from kernelzero.config import Config, LogConfig
+    from kernelzero.consumers.groups import trainable
+    from kernelzero.models import weights_sha256
+    from kernelzero.producers.proposer import serve
+    from kernelzero.schemas import PolicyUpdated
+
+    url = f"embedded:{tmp_path / 'log.sqlite'}"
+    config = Config(log=LogConfig(url=url), proposer=ProposerConfig(
+        backend="transformers", model=str(tiny_model_dir), device="cpu", scale=SMALL, api_set_size=2,
+        temperature=0.8, max_tokens=12, batch=2, rounds=1))
+    log = await open_log(url)
+    updates = [PolicyUpdated(role="proposer", version=1, uri=str(other_model_dir), sha256=weights_sha256(other_model_dir)),
+               PolicyUpdated(role="proposer", version=2, uri=str(tiny_model_dir), sha256="0" * 64),
+               PolicyUpdated(role="coder", version=7, uri=str(tiny_model_dir), sha256=weights_sha256(tiny_model_dir))]
+    await publish(log, [make_event(u, correlation_id="policy", producer="trainer") for u in updates])
+    import anyio
+    assert await anyio.to_thread.run_sync(serve, argparse.Namespace(idle_exit=None), config) == 0
+    events = await _read_all(log, "modules.proposed")
+    await log.close()
+    assert len(events) == 2
+    for event in events:
+        assert event.envelope.policy_version == 1, "the newest proposer weights whose hash verifies"
+        assert trainable(event.payload) and event.payload.temperature == 0.8
+        assert len(event.payload.prompt_token_ids) > 100 and len(event.payload.token_ids) == len(event.payload.logprobs)

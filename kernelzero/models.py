@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 ADAPTER_CONFIG = "adapter_config.json"
 EOS_TOKEN = "<|endoftext|>"
@@ -33,6 +33,19 @@ TINY_QWEN2: dict[str, Any] = dict(
     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16384, rms_norm_eps=1e-6,
     tie_word_embeddings=True,
 )
+
+# From-scratch sizes for `kernelzero init-model` (Qwen2 architecture; the vocabulary is the tokenizer's):
+# tiny (~1 M parameters) trains on a 2-core CPU in minutes; small (~7 M) is for one GPU and still small
+# enough for a run directory to travel to and from a GPU machine.
+MODEL_SIZES: dict[str, dict[str, Any]] = {
+    "tiny": dict(model_type="qwen2", hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6,
+                 tie_word_embeddings=True, initializer_range=0.02),
+    "small": dict(model_type="qwen2", hidden_size=256, intermediate_size=768, num_hidden_layers=8,
+                  num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=8192, rms_norm_eps=1e-6,
+                  tie_word_embeddings=True, initializer_range=0.02),
+}
+VOCAB_SIZES = {"tiny": 2048, "small": 4096}
 
 # Tokenizer training text: enough Python, PyTorch, CUDA and Triton to give the BPE useful merges.
 TOKENIZER_CORPUS = """
@@ -231,8 +244,8 @@ def _file_digest(file: Path) -> bytes:
     return digest.digest()
 
 
-def build_tokenizer(out_dir: str | os.PathLike, *, vocab_size: int = 512, corpus: str = TOKENIZER_CORPUS) -> Any:
-    """Train a byte-level BPE on `corpus` and save it (HF layout) to `out_dir`; any text encodes, nothing is unknown."""
+def build_tokenizer(out_dir: str | os.PathLike, *, vocab_size: int = 512, texts: Iterable[str] = (TOKENIZER_CORPUS,)) -> Any:
+    """Train a byte-level BPE on `texts` (whole documents) and save it (HF layout) to `out_dir`; any text encodes, nothing is unknown."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -243,7 +256,7 @@ def build_tokenizer(out_dir: str | os.PathLike, *, vocab_size: int = 512, corpus
         vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
-    bpe.train_from_iterator(corpus.splitlines(), trainer=trainer)
+    bpe.train_from_iterator(texts, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN)
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(str(out_dir))
@@ -257,19 +270,21 @@ def build_random_model(
     seed: int = 0,
     tokenizer_vocab_size: int = 512,
     dtype: str = "float32",
+    texts: Iterable[str] = (TOKENIZER_CORPUS,),
 ) -> Path:
-    """Write a random-weight causal LM of `config` plus a constructed tokenizer to `out_dir` (HF layout).
+    """Write a random-weight causal LM of `config` plus a tokenizer trained on `texts` to `out_dir` (HF layout).
 
-    The model's vocabulary (config["vocab_size"]) may be larger than the tokenizer's: ids past the
-    tokenizer's end decode to nothing, which is fine for benchmarks of a real architecture's size.
+    Without config["vocab_size"] the model's vocabulary is the tokenizer's. With one, it may be
+    larger than the tokenizer's: ids past the tokenizer's end decode to nothing, which is fine for
+    benchmarks of a real architecture's size.
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(out, vocab_size=min(tokenizer_vocab_size, config["vocab_size"]))
-    settings = dict(config)
+    tokenizer = build_tokenizer(out, vocab_size=min(tokenizer_vocab_size, config.get("vocab_size", 1 << 30)), texts=texts)
+    settings = {"vocab_size": len(tokenizer)} | dict(config)
     model_type = settings.pop("model_type")
     settings.update(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
     model_config = AutoConfig.for_model(model_type, **settings)

@@ -1,0 +1,56 @@
+"""`kernelzero init-model`: a from-scratch model with a tokenizer trained on our corpus, loadable by every local path."""
+
+import json
+
+import pytest
+
+from kernelzero.cli import main as cli_main
+from kernelzero.codeblocks import answer
+from kernelzero.models import load_model
+
+KERNEL = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, tl.maximum(x, 0.0), mask=offs < n)
+'''
+
+
+def corpus(tmp_path):
+    path = tmp_path / "coder_sft.jsonl"
+    rows = [{"prompt": f"Reference:\nclass Model{i}:\n    pass\nAnswer:\n", "completion": answer(KERNEL)} for i in range(20)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_tokenizer_round_trips_code_and_any_text(tmp_path):
+    assert cli_main(["init-model", "--size", "tiny", "--out", str(tmp_path / "m"), "--corpus", str(corpus(tmp_path)),
+                     "--vocab-size", "400"]) == 0
+    model, tokenizer = load_model(str(tmp_path / "m"), device="cpu")
+    for text in (answer(KERNEL), "\t  mixed   whitespace\n\n", "ünïcödé → 💡 and bytes \x00\x7f"):
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert tokenizer.decode(ids) == text
+    assert len(tokenizer(KERNEL)["input_ids"]) < len(KERNEL) / 2.5, "merges learned from the corpus compress code"
+    assert model.config.vocab_size == len(tokenizer) and model.config.num_hidden_layers == 4
+
+
+def test_the_model_generates_and_refuses_to_overwrite(tmp_path, capsys):
+    from kernelzero.producers.backend_transformers import TransformersGenerator
+
+    out = tmp_path / "m"
+    assert cli_main(["init-model", "--out", str(out), "--corpus", str(corpus(tmp_path))]) == 0
+    assert "init-model tiny" in capsys.readouterr().out
+    [[completion]] = TransformersGenerator(str(out), device="cpu").generate_sync(
+        ["Reference:\n"], 1, temperature=1.0, top_p=1.0, max_tokens=8)
+    assert len(completion.token_ids) == len(completion.logprobs) > 0
+    assert cli_main(["init-model", "--out", str(out)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{oops\n")
+    assert cli_main(["init-model", "--out", str(tmp_path / "n"), "--corpus", str(bad)]) == 2
+    assert "bad.jsonl:1: not JSON" in capsys.readouterr().err and not (tmp_path / "n").exists()

@@ -26,7 +26,8 @@ def main(args: argparse.Namespace, config: Config) -> int:
 
     def body(con) -> int:
         try:
-            rows = write_dataset(con, config.analytics, args.kind, args.to, where=args.where, min_gain=args.min_gain)
+            rows = write_dataset(con, config.analytics, args.kind, args.to, where=args.where, min_gain=args.min_gain,
+                                 prompt_style=config.coder.prompt)
         except (ValueError, duckdb.Error) as exc:
             print(f"kernelzero replay: {exc}", file=sys.stderr)
             return 2

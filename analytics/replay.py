@@ -13,7 +13,8 @@
   `sft`'s completion.
 - `rl`: `prompt` is the module source itself: the Coder renders its own prompt for each target.
 
-`coder_prompt(source, backend)` and `python_answer(source)` are functions `install_views` registers.
+`coder_prompt(source, backend, style)` and `python_answer(source)` are functions `install_views` registers;
+the prompt style is the Coder's (`[coder] prompt`), passed by the caller.
 
 Kernels that are correct but were never timed (CPU evaluation) have no speedup: they count for
 `sft` (ranked last) but not for `pref`.
@@ -40,7 +41,7 @@ QUERIES = {
     "sft": f"""
 WITH {_FIRST_SAMPLES}
 SELECT a.module_id, a.sample_id, a.backend, a.level, a.apis, a.policy_version, a.speedup,
-       coder_prompt(m.source, a.backend) AS prompt, python_answer(s.source) AS completion, m.source AS reference
+       coder_prompt(m.source, a.backend, $prompt_style) AS prompt, python_answer(s.source) AS completion, m.source AS reference
 FROM attempts a JOIN first_samples s USING (sample_id) JOIN modules m USING (module_id)
 WHERE a.passed AND s.source IS NOT NULL AND m.source IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY a.module_id ORDER BY a.speedup DESC NULLS LAST, a.produced_at, a.sample_id) = 1
@@ -65,7 +66,7 @@ WITH {_FIRST_SAMPLES}, correct AS (
     FROM attempts a JOIN first_samples s USING (sample_id)
     WHERE a.passed AND a.speedup > 0 AND s.source IS NOT NULL
 )
-SELECT c.module_id, c.backend, coder_prompt(m.source, c.backend) AS prompt, m.source AS reference,
+SELECT c.module_id, c.backend, coder_prompt(m.source, c.backend, $prompt_style) AS prompt, m.source AS reference,
        python_answer(c.source) AS chosen, python_answer(d.source) AS rejected,
        c.sample_id AS chosen_sample, d.sample_id AS rejected_sample,
        c.speedup AS chosen_speedup, d.speedup AS rejected_speedup
@@ -93,12 +94,13 @@ def _format(path: Path) -> str:
 
 
 def write_dataset(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig, kind: str, path: str | os.PathLike,
-                  *, where: str | None = None, min_gain: float = 0.05) -> int:
+                  *, where: str | None = None, min_gain: float = 0.05, prompt_style: str = "full") -> int:
     """Write the dataset to `path` (via a temporary file renamed into place); returns the number of rows."""
     path = Path(path)
     fmt = _format(path)
     query = replay_query(kind, where)
-    params = {name: value for name, value in (view_parameters(config) | {"min_gain": min_gain}).items()
+    extra = {"min_gain": min_gain, "prompt_style": prompt_style}
+    params = {name: value for name, value in (view_parameters(config) | extra).items()
               if f"${name}" in query}
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")

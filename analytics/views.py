@@ -36,12 +36,12 @@ def install_views(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig) -> No
 
 
 def _install_functions(con: duckdb.DuckDBPyConnection) -> None:
-    """`coder_prompt(source, backend)` and `python_answer(source)`: datasets carry what the Coder saw and must say."""
+    """`coder_prompt(source, backend, style)` and `python_answer(source)`: datasets carry what the Coder saw and must say."""
     installed = {row[0] for row in con.execute(
         "SELECT function_name FROM duckdb_functions() WHERE function_name IN ('coder_prompt', 'python_answer')").fetchall()}
     varchar = duckdb.sqltype("VARCHAR")
     if "coder_prompt" not in installed:
-        con.create_function("coder_prompt", lambda source, backend: render_coder_prompt(source, backend),
-                            [varchar, varchar], varchar)
+        con.create_function("coder_prompt", lambda source, backend, style: render_coder_prompt(source, backend, style=style),
+                            [varchar, varchar, varchar], varchar)
     if "python_answer" not in installed:
         con.create_function("python_answer", answer, [varchar], varchar)

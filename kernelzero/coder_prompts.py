@@ -2,7 +2,9 @@
 
 A prompt is the target's template (coder_cuda.md or coder_triton.md) with the shared rules
 (coder_rules.md) and the reference module filled in, followed, for a repair turn, by one
-repair.md section per earlier attempt (its code, verdict, reason and log).
+repair.md section per earlier attempt (its code, verdict, reason and log). The `compact` style
+(coder_TARGET_compact.md: the reference and "Answer:", no rules, no worked example) is for
+from-scratch models, whose context and training budget a 2,000-character preamble would waste.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import msgspec
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 TARGETS = ("cuda", "triton")
+STYLES = ("full", "compact")
 MAX_LOG_CHARS = 3000  # the end of a compiler log holds the error; the start is mostly command lines
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
@@ -62,12 +65,14 @@ def render_repair(attempt: Attempt, turn: int) -> str:
     })
 
 
-def render_coder_prompt(reference_source: str, target: str, attempts: Sequence[Attempt] = ()) -> str:
+def render_coder_prompt(reference_source: str, target: str, attempts: Sequence[Attempt] = (), style: str = "full") -> str:
     """The prompt asking for a `ModelNew` of `reference_source` on `target`, with earlier attempts for repair."""
     if target not in TARGETS:
         raise ValueError(f"unknown coder target {target!r} (cuda or triton)")
+    if style not in STYLES:
+        raise ValueError(f"unknown prompt style {style!r} (full or compact)")
     repairs = "".join(render_repair(a, turn) for turn, a in enumerate(attempts))
-    return fill(template(f"coder_{target}"), {
+    return fill(template(f"coder_{target}" + ("_compact" if style == "compact" else "")), {
         "rules": template("coder_rules").rstrip("\n"),
         "reference_source": reference_source.strip("\n"),
         "repair": repairs,

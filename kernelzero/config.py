@@ -105,6 +105,7 @@ class GenerationConfig(Section):
 class CoderConfig(GenerationConfig):
     backend: Literal["transformers", "vllm", "openai"] = "transformers"
     target: Literal["cuda", "triton"] = "triton"
+    prompt: Literal["full", "compact"] = "full"  # compact: the reference alone, for from-scratch models
     group_size: int = 8
     repair_turns: int = 0
     max_inflight_groups: int = 4

@@ -114,7 +114,7 @@ class CoderStage:
 
     async def sample_group(self, module: ModuleAccepted, *, causation_id: str) -> list[Event]:
         """G first-turn samples of one module, all under the same policy version."""
-        prompt = render_coder_prompt(module.source, self.config.target)
+        prompt = render_coder_prompt(module.source, self.config.target, style=self.config.prompt)
         return await self._sample(module, [prompt], [[]], self.config.group_size, causation_id=causation_id, turn=0)
 
     async def _sample(self, module: ModuleAccepted, prompts: list[str], histories: list[list[Attempt]], n: int,
@@ -156,7 +156,7 @@ class CoderStage:
         if not failed:
             return []
         histories = [[*group.members[sid].attempts, _attempt(group.members[sid].source, r)] for sid, r in failed]
-        prompts = [render_coder_prompt(group.module.source, self.config.target, h) for h in histories]
+        prompts = [render_coder_prompt(group.module.source, self.config.target, h, self.config.prompt) for h in histories]
         return await self._sample(group.module, prompts, histories, 1, causation_id=causation_id, turn=group.turn + 1)
 
     def _remember(self, module: ModuleAccepted, turn: int, members: dict[str, Member]) -> None:

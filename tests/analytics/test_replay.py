@@ -93,3 +93,9 @@ def test_where_filters_and_bad_input_is_refused(con, tmp_path):
     with pytest.raises(duckdb.Error):
         write_dataset(con, CONFIG, "sft", tmp_path / "b.jsonl", where="no_such_column > 1")
     assert not (tmp_path / "b.jsonl").exists() and not list(tmp_path.glob(".*.partial"))
+
+
+def test_sft_prompts_follow_the_coders_prompt_style(con, tmp_path):
+    write_dataset(con, CONFIG, "sft", tmp_path / "compact.jsonl", prompt_style="compact")
+    rows = {r["module_id"]: r for r in _read(tmp_path / "compact.jsonl")}
+    assert rows["m1"]["prompt"] == render_coder_prompt("# module one", rows["m1"]["backend"], style="compact")

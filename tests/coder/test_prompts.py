@@ -74,3 +74,13 @@ def test_triton_example_matches_its_reference_under_the_interpreter(tmp_path):
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(tmp_path))
     result = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+def test_compact_style_is_the_reference_alone_and_ends_where_the_answer_starts():
+    source = "import torch\nclass Model(torch.nn.Module):\n    pass\n"
+    compact = render_coder_prompt(source, "triton", style="compact")
+    full = render_coder_prompt(source, "triton")
+    assert source.strip() in compact and compact.endswith("Answer:\n") and "Rules" not in compact
+    assert len(compact) < len(full) / 5
+    with pytest.raises(ValueError, match="unknown prompt style"):
+        render_coder_prompt(source, "triton", style="verbose")

@@ -30,6 +30,8 @@ class SftReport(msgspec.Struct, kw_only=True):
     steps: int
     first_loss: float
     last_loss: float
+    checks: list = []  # consumers.sft_stop.Check of every held-out measurement, in order
+    stopped: str = "epochs"  # "in_band" / "past_band": the held-out rule stopped it (consumers/sft_stop.py)
 
 
 def add_arguments(parser) -> None:
@@ -46,6 +48,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--lora-rank", type=int, default=None, help="0 = full fine-tuning (default: [trainer] lora_rank)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--heldout", metavar="FILE",
+                        help="held-out rows (kernelzero distill's *_heldout.jsonl): stop once their pass@1 reaches the band")
+    parser.add_argument("--stop-band", default="0.2,0.6", metavar="LOW,HIGH",
+                        help="the held-out pass@1 band that stops training (default 0.2,0.6)")
+    parser.add_argument("--check-every", type=int, default=50, metavar="STEPS", help="steps between held-out checks")
+    parser.add_argument("--heldout-limit", type=int, default=16, metavar="N", help="held-out rows per check (default 16)")
 
 
 def read_pairs(path: str | os.PathLike) -> list[dict[str, str]]:
@@ -72,8 +80,8 @@ def read_pairs(path: str | os.PathLike) -> list[dict[str, str]]:
 
 def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learning_rate: float | None = None,
             batch_size: int = 4, max_length: int = 2048, lora_rank: int = 16, lora_alpha: int = 32,
-            device: str = "auto", seed: int = 0) -> SftReport:
-    """Train and write `out` atomically; returns the loss at the first and the last logged step."""
+            device: str = "auto", seed: int = 0, stop=None) -> SftReport:
+    """Train and write `out` atomically; returns the losses and the held-out checks of `stop` (a sft_stop.BandStop)."""
     from datasets import Dataset
     from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
@@ -98,7 +106,7 @@ def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learnin
     peft_config = LoraConfig(r=lora_rank, lora_alpha=lora_alpha, target_modules="all-linear",
                              task_type="CAUSAL_LM") if lora_rank > 0 else None
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(pairs),
-                         processing_class=tokenizer, peft_config=peft_config)
+                         processing_class=tokenizer, peft_config=peft_config, callbacks=[stop] if stop else None)
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     try:
@@ -113,7 +121,25 @@ def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learnin
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return SftReport(out=str(final), examples=len(pairs), steps=trainer.state.global_step,
-                     first_loss=losses[0] if losses else float("nan"), last_loss=losses[-1] if losses else float("nan"))
+                     first_loss=losses[0] if losses else float("nan"), last_loss=losses[-1] if losses else float("nan"),
+                     checks=list(stop.checks) if stop else [], stopped=stop.stopped if stop else "epochs")
+
+
+def band_stop(args, config):
+    """The held-out stopping rule the command line asks for (None without --heldout)."""
+    if not args.heldout:
+        return None
+    from kernelzero.consumers.sft_stop import BandStop, HeldOutJudge, read_heldout
+
+    try:
+        low, high = (float(x) for x in args.stop_band.split(","))
+        rows = read_heldout(args.heldout, args.heldout_limit)
+    except (ValueError, OSError) as exc:
+        raise SftError(f"--heldout {args.heldout} / --stop-band {args.stop_band}: {exc}") from None
+    if not rows or not 0 <= low <= high <= 1:
+        raise SftError(f"need held-out rows and 0 <= LOW <= HIGH <= 1 (got {len(rows)} rows, band {args.stop_band})")
+    judge = HeldOutJudge(args.role, rows, config, max_tokens=getattr(config, args.role).max_tokens)
+    return BandStop(judge, band_low=low, band_high=high, check_every=max(1, args.check_every))
 
 
 def main(args, config) -> int:
@@ -124,13 +150,20 @@ def main(args, config) -> int:
     from kernelzero.models import ModelLoadError
 
     lora_rank = config.trainer.lora_rank if args.lora_rank is None else args.lora_rank
+    stop = None
     try:
+        stop = band_stop(args, config)
         report = run_sft(args.data, model_dir, args.out, epochs=args.epochs, learning_rate=args.learning_rate,
                          batch_size=args.batch_size, max_length=args.max_length, lora_rank=lora_rank,
-                         lora_alpha=config.trainer.lora_alpha, device=args.device, seed=args.seed)
+                         lora_alpha=config.trainer.lora_alpha, device=args.device, seed=args.seed, stop=stop)
     except (SftError, ModelLoadError) as exc:
         print(f"kernelzero sft: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if stop is not None:
+            stop.judge.close()
+    for check in report.checks:
+        print(f"  step {check.step}: loss {check.loss}, held-out pass@1 {check.passed}/{check.total}")
     print(f"sft {args.role}: {report.examples} examples, {report.steps} steps, "
-          f"loss {report.first_loss:.4f} -> {report.last_loss:.4f}, weights in {report.out}")
+          f"loss {report.first_loss:.4f} -> {report.last_loss:.4f}, stopped by {report.stopped}, weights in {report.out}")
     return 0

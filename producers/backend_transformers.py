@@ -9,6 +9,7 @@ the [steps, batch, vocab] that `output_logits=True` would keep.
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any
 
@@ -47,7 +48,7 @@ class TransformersGenerator(InProcessGenerator):
 
     def __init__(
         self,
-        model: str,
+        model: str = "",
         *,
         adapter: str = "",
         device: str = "auto",
@@ -57,10 +58,17 @@ class TransformersGenerator(InProcessGenerator):
         allow_download: bool = False,
         ignore_eos: bool = False,
         policy_version: int = 0,
+        loaded: tuple[Any, Any] | None = None,
     ) -> None:
-        self.model, self.tokenizer = load_model(
-            model, device=device, dtype=dtype, adapter=adapter, allow_download=allow_download,
-        )
+        """Load `model` (a directory), or sample from `loaded` = (model, tokenizer) already in memory (SFT's checks)."""
+        if loaded is not None:
+            self.model, tokenizer = loaded
+            self.tokenizer = copy.copy(tokenizer)
+            self.tokenizer.padding_side = "left"  # the owner may train with right padding
+        else:
+            self.model, self.tokenizer = load_model(
+                model, device=device, dtype=dtype, adapter=adapter, allow_download=allow_download,
+            )
         self._device, self._dtype, self._allow_download = device, dtype, allow_download
         self.chat = chat
         self.ignore_eos = ignore_eos  # benchmarks: always generate max_tokens

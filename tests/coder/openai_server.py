@@ -3,8 +3,8 @@
 Serves POST /v1/completions, /v1/chat/completions and /v1/load_lora_adapter on 127.0.0.1 from a
 background thread. Tests script it through attributes: `failures` (status codes answered first,
 429s carry `retry_after`), `hangs` (requests that stall until the client gives up), `answer`
-(the function producing choices). It records every request body and the most requests it had in
-flight at once.
+(the function producing choices), `on_load` (called with each adapter load request). It records
+every request body and the most requests it had in flight at once.
 """
 
 from __future__ import annotations
@@ -49,6 +49,48 @@ def model_answer(generator: Any) -> Answer:
     return answer
 
 
+def scripted_answer(generator: Any, write: Callable[[str, int], str]) -> Answer:
+    """Choices whose text `write(prompt, index)` scripts, scored by `generator`'s model as if it had sampled them.
+
+    Token ids are the tokenizer's encoding of the text plus the stop token; log-probabilities are
+    log-softmax(logits / temperature) of one forward pass (the generation contract), so a trainer
+    holding the same weights sees on-policy samples and learns from a chosen mix of answers.
+    """
+    import torch
+
+    def score(prompt_ids: list[int], ids: list[int], temperature: float) -> list[float]:
+        with generator._lock, torch.no_grad():
+            logits = generator.model(torch.tensor([prompt_ids + ids], device=generator.model.device)).logits[0]
+        logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+        start = len(prompt_ids) - 1
+        return [logp[start + i, t].item() for i, t in enumerate(ids)]
+
+    def answer(body: dict[str, Any]) -> list[dict[str, Any]]:
+        tokenizer = generator.tokenizer
+        prompt_ids = tokenizer(body["prompt"])["input_ids"]
+        choices = []
+        for index in range(body.get("n", 1)):
+            text = write(body["prompt"], index)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            choices.append({
+                "index": index, "text": text, "finish_reason": "stop", "token_ids": ids, "prompt_token_ids": prompt_ids,
+                "logprobs": {"tokens": [f"token_id:{t}" for t in ids],
+                             "token_logprobs": score(prompt_ids, ids, body.get("temperature", 1.0))},
+            })
+        return choices
+
+    return answer
+
+
+def follow_adapters(generator: Any) -> Callable[[dict[str, Any]], None]:
+    """An `on_load` that puts each adapter the client loads onto `generator`, as vLLM's server would."""
+
+    def load(body: dict[str, Any]) -> None:
+        generator.load_weights_sync(body["lora_path"], int(body["lora_name"].removeprefix("policy-v")))
+
+    return load
+
+
 class OpenAITestServer(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -60,6 +102,7 @@ class OpenAITestServer(ThreadingHTTPServer):
         self.hangs = 0
         self.requests: list[dict[str, Any]] = []
         self.adapters: list[dict[str, Any]] = []
+        self.on_load: Callable[[dict[str, Any]], None] = lambda body: None
         self.in_flight = 0
         self.max_in_flight = 0
         self.hold_s = 0.0  # every answered request takes this long (to observe concurrency)
@@ -101,6 +144,7 @@ class _Handler(BaseHTTPRequestHandler):
         server = self.server
         if self.path.endswith("/load_lora_adapter"):
             server.adapters.append(body)
+            server.on_load(body)
             return self._send(200, {"status": "ok"})
         if not self.path.endswith(("/completions", "/chat/completions")):
             return self._send(404, {"error": f"no route {self.path}"})

@@ -14,12 +14,11 @@ import msgspec
 from kernelzero.analytics.taxonomy import classify_failure
 from kernelzero.log import Record
 from kernelzero.schemas import (
-    Event, GroupScored, ModuleAccepted, ModuleProposed, ModuleRejected, PolicyUpdated, SampleEvaluated,
+    Event, api_set_key, GroupScored, ModuleAccepted, ModuleProposed, ModuleRejected, PolicyUpdated, SampleEvaluated,
     SampleGenerated,
 )
 
 TOKEN_FIELDS = ("token_ids", "logprobs", "prompt_token_ids")
-API_SEPARATOR = " + "  # views.sql splits evaluations.api_set on it
 Rows = dict[str, list[dict]]
 
 _json = msgspec.json.Encoder()
@@ -55,7 +54,7 @@ def _evaluated(event: Event, p: SampleEvaluated) -> Rows:
         "evidence": _json.encode(p.evidence).decode(),
         "failure_class": classify_failure(p.verdict, p.reason, p.evidence),
         "policy_version": env.policy_version, "producer": env.producer, "causation_id": env.causation_id,
-        "apis": sorted(set(p.apis)), "api_set": API_SEPARATOR.join(sorted(set(p.apis))),
+        "apis": sorted(set(p.apis)), "api_set": api_set_key(p.apis),  # views.sql splits it on API_SET_SEPARATOR
         "first_evaluation": True,  # the projection clears it for re-evaluations
     }
     return {"evaluations": [row]}

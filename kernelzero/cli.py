@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("kernelzero.analytics.cli_report", "PNG plots and an HTML page of a run"),
     "sft": ("kernelzero.consumers.sft", "supervised warm start of the Coder or Proposer from a dataset"),
     "init-model": ("kernelzero.init_model", "a from-scratch model and a tokenizer trained on our own corpus"),
+    "distill": ("kernelzero.distill", "verified SFT sets for both roles from the teachers, split by API set"),
     "log": ("kernelzero.log_cli", "inspect the event log: tail a topic, stats and consumer lag"),
     "config": ("kernelzero.config_cli", "print the effective configuration (file + KERNELZERO_* variables)"),
 }

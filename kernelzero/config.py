@@ -127,6 +127,8 @@ class ProposerConfig(GenerationConfig):
     max_pending: int = 32  # stop proposing while this many modules wait for the validator
     rounds: int = 0  # `serve proposer` stops after this many rounds; 0 = run until interrupted
     apis: list[str] = []  # the API pool sets are drawn from; empty = the whole catalog (producers/api_catalog.py)
+    exclude_sets: list[str] = []  # API sets never proposed (held out), each as its sorted APIs joined by " + "
+    prompt: Literal["full", "compact"] = "full"  # compact: the API list alone, for from-scratch models
 
     def rules(self) -> dict[str, tuple[bool, str]]:
         return super().rules() | {

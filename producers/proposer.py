@@ -19,12 +19,13 @@ from kernelzero.config import ProposerConfig
 from kernelzero.producers.api_catalog import Limits, get, names
 from kernelzero.producers.api_sampler import ApiSampler
 from kernelzero.producers.synthesizer import SynthesisError, synthesize
-from kernelzero.schemas import Event, FrontierSnapshot, ModuleProposed, make_event, uuid7
+from kernelzero.schemas import Event, FrontierSnapshot, ModuleProposed, api_set_key, make_event, uuid7
 
 logger = logging.getLogger("kernelzero.proposer")
 
 PRODUCER = "proposer"
 PROMPT_PATH = Path(__file__).parent / "prompts" / "proposer.md"
+COMPACT_PROMPT_PATH = Path(__file__).parent / "prompts" / "proposer_compact.md"
 _EXAMPLE_APIS = ("torch.nn.Conv2d", "torch.nn.functional.gelu", "torch.sum")
 _SYNTH_TRIES = 8  # API sets redrawn when the synthesizer finds no valid composition
 
@@ -48,7 +49,13 @@ class _Placeholder(dict):
         return {"e0": "y", "e1": "z"}.get(key, key)
 
 
-def build_prompt(apis: Sequence[str], scale: float = 1.0) -> str:
+_SET_TRIES = 100  # draws before an excluded API set is given up on
+
+
+def build_prompt(apis: Sequence[str], scale: float = 1.0, style: str = "full") -> str:
+    """The Proposer's prompt for an API set: full (rules, sizes, an example) or compact (the API list alone)."""
+    if style == "compact":
+        return COMPACT_PROMPT_PATH.read_text().format(apis=", ".join(apis))
     limits = Limits.at_scale(scale)
     example = synthesize(list(_EXAMPLE_APIS), seed=0, scale=min(scale, 2.0 ** -6), check=False).source
     return PROMPT_PATH.read_text().format(
@@ -85,9 +92,18 @@ class Proposer:
             return [e for e in (self._synthesized() for _ in range(n)) if e is not None]
         return await self._generated(n)
 
+    def draw(self) -> list[str]:
+        """An API set from the sampler that is not excluded (held out); ValueError when none comes in many draws."""
+        excluded = set(self.config.exclude_sets)
+        for _ in range(_SET_TRIES):
+            apis = self.sampler.sample(self.config.api_set_size)
+            if api_set_key(apis) not in excluded:
+                return apis
+        raise ValueError(f"[proposer] exclude_sets excludes every API set drawn in {_SET_TRIES} tries")
+
     def _synthesized(self) -> Event | None:
         for _ in range(_SYNTH_TRIES):
-            apis = self.sampler.sample(self.config.api_set_size)
+            apis = self.draw()
             self._count += 1
             try:
                 module = synthesize(apis, seed=self.config.seed * 1_000_003 + self._count, scale=self.config.scale)
@@ -98,8 +114,8 @@ class Proposer:
         return None
 
     async def _generated(self, n: int) -> list[Event]:
-        api_sets = [self.sampler.sample(self.config.api_set_size) for _ in range(n)]
-        prompts = [build_prompt(apis, self.config.scale) for apis in api_sets]
+        api_sets = [self.draw() for _ in range(n)]
+        prompts = [build_prompt(apis, self.config.scale, self.config.prompt) for apis in api_sets]
         completions = await self.generator.generate(
             prompts, 1, temperature=self.config.temperature, top_p=self.config.top_p, max_tokens=self.config.max_tokens,
         )

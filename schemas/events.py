@@ -20,6 +20,12 @@ VERDICTS: tuple[str, ...] = (
 # Nobody's fault but ours or the problem's: never charged to a sample, trained on, repaired or counted as an attempt.
 UNCHARGED_VERDICTS: frozenset[str] = frozenset({"evaluator_error", "problem_error"})
 Role = Literal["coder", "proposer"]
+API_SET_SEPARATOR = " + "  # an API set as one string (analytics' api_set, [proposer] exclude_sets)
+
+
+def api_set_key(apis: list[str]) -> str:
+    """The canonical string of an API set: its distinct APIs, sorted, joined by API_SET_SEPARATOR."""
+    return API_SET_SEPARATOR.join(sorted(set(apis)))
 
 
 class Payload(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -49,7 +49,7 @@ ORDER BY a.module_id""",
     "rl": """
 WITH posterior AS (
     SELECT *, ($prior_alpha + passes) / ($prior_alpha + $prior_beta + attempts) AS pass_mean
-    FROM modules WHERE status = 'accepted'
+    FROM modules WHERE status = 'accepted' AND split = 'train'
 ), weights AS (
     SELECT module_id, max(f.weight) AS frontier_weight
     FROM (SELECT module_id, unnest(api_keys(list_sort(list_distinct(apis)))) AS apis FROM posterior) k

@@ -1,6 +1,7 @@
 """A run report: matplotlib PNGs (Agg backend, no display needed) and an index.html linking them; not a live dashboard.
 
-Plots: pass rate and failure rates over Coder policy versions, speedup of correct samples over
+Plots: the held-out pass rate (pass@1 with its interval, pass@n) over Coder policy versions, pass
+rate and failure rates over Coder policy versions, speedup of correct samples over
 versions, the verdict mix per version, and a heat map of the frontier's pass rate (diagonal:
 single APIs; off the diagonal: API pairs) over the most attempted APIs.
 """
@@ -112,7 +113,25 @@ def plot_frontier(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     _save(fig, path)
 
 
+def plot_heldout(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    rows = con.execute("SELECT policy_version, pass_at_1, pass_at_1_ci95, pass_at_n FROM heldout_curve").fetchall()
+    fig, ax = _figure("Held-out pass rate by Coder policy version")
+    if rows:
+        versions = [r[0] for r in rows]
+        ax.errorbar(versions, [r[1] for r in rows], yerr=[r[2] for r in rows], marker="o", capsize=3,
+                    label="pass@1 (95% interval over modules)")
+        ax.plot(versions, [r[3] for r in rows], marker="s", linestyle="--", label="pass@n (any of n samples)")
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no held-out samples in this log", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("policy version")
+    ax.set_ylabel("share of held-out modules")
+    ax.set_ylim(0, 1)
+    _save(fig, path)
+
+
 PLOTS = (
+    ("heldout.png", "Held-out pass rate by policy version", plot_heldout),
     ("pass_rate.png", "Pass rate by policy version", plot_pass_rate),
     ("speedup.png", "Speedup by policy version", plot_speedup),
     ("verdicts.png", "Verdict mix", plot_verdicts),
@@ -155,6 +174,7 @@ def write_report(con: duckdb.DuckDBPyConnection, out: str | Path) -> list[Path]:
         "SELECT kind, apis, attempts, passes, pass_mean, in_band, weight FROM frontier LIMIT 25"))
     failures = _html_table(con.execute("SELECT * FROM failure_summary LIMIT 25"))
     curve = _html_table(con.execute("SELECT * FROM training_curve"))
+    heldout = _html_table(con.execute("SELECT * FROM heldout_curve"))
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>KernelZero run report</title>
 <style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
@@ -163,6 +183,7 @@ td,th{{border:1px solid #ccc;padding:2px 6px;font-size:small}} img{{max-width:10
 <p>{events} events, {evaluated} evaluated samples, {passed} correct
 ({passed / evaluated if evaluated else 0:.1%}). Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.</p>
 {sections}
+<h2>Held-out modules (evaluation only)</h2>{heldout}
 <h2>Training curve</h2>{curve}
 <h2>Frontier (highest weight first)</h2>{frontier}
 <h2>Failures</h2>{failures}

@@ -68,7 +68,7 @@ def _generated(event: Event, p: SampleGenerated) -> Rows:
         "prompt_hash": p.prompt_hash, "prompt_tokens": len(p.prompt_token_ids),
         "completion_tokens": len(p.token_ids),
         "mean_logprob": sum(p.logprobs) / len(p.logprobs) if p.logprobs else None,
-        "temperature": p.temperature, "apis": sorted(set(p.apis)), "level": p.level,
+        "temperature": p.temperature, "apis": sorted(set(p.apis)), "level": p.level, "split": p.split,
         "policy_version": env.policy_version, "producer": env.producer,
     }
     return {"samples": [row]}

@@ -63,6 +63,7 @@ CREATE TABLE IF NOT EXISTS evaluations (
     level INTEGER,
     group_size INTEGER,
     turn INTEGER,  -- the sample's repair turn (0: a first answer)
+    split VARCHAR,  -- train, or heldout: evaluation only (schemas.Split)
     policy_version INTEGER,
     produced_at TIMESTAMPTZ,
     producer VARCHAR,
@@ -92,6 +93,7 @@ CREATE TABLE IF NOT EXISTS samples (
     temperature DOUBLE,
     apis VARCHAR[],
     level INTEGER,
+    split VARCHAR,
     policy_version INTEGER,
     produced_at TIMESTAMPTZ,
     producer VARCHAR
@@ -120,6 +122,7 @@ CREATE TABLE IF NOT EXISTS modules_accepted (
     op_trace VARCHAR[],
     ref_runtime_ms DOUBLE,
     level INTEGER,
+    split VARCHAR,
     produced_at TIMESTAMPTZ,
     producer VARCHAR
 );

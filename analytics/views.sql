@@ -40,7 +40,8 @@ LEFT JOIN samples s ON s.sample_id = e.sample_id
 QUALIFY row_number() OVER (PARTITION BY e.event_id ORDER BY s.produced_at, s.event_id) = 1;
 
 -- The frontier per API and per API pair (see frontier.py for the definition of the weight);
--- with first_turns, repair answers do not count (a repaired pass is not a first-shot pass).
+-- with first_turns, repair answers do not count (a repaired pass is not a first-shot pass); held-out
+-- samples never count.
 CREATE OR REPLACE TEMP MACRO frontier_at(band_low, band_high, target, prior_alpha, prior_beta, explore, versions, first_turns) AS TABLE
 WITH combos AS MATERIALIZED (
     -- one row per API combination and version first: the expansion into keys then touches few rows
@@ -48,7 +49,7 @@ WITH combos AS MATERIALIZED (
     SELECT api_set, coalesce(policy_version, 0) AS version, count(*) AS n, count(*) FILTER (WHERE passed) AS k,
            sum(ln(speedup)) FILTER (WHERE passed AND speedup > 0) AS log_speedup,
            count(*) FILTER (WHERE passed AND speedup > 0) AS timed
-    FROM attempts WHERE turn = 0 OR NOT first_turns GROUP BY ALL
+    FROM attempts WHERE split = 'train' AND (turn = 0 OR NOT first_turns) GROUP BY ALL
 ), recent AS (
     SELECT * FROM combos
     WHERE api_set <> '' AND (versions <= 0 OR version > (SELECT coalesce(max(version), 0) FROM combos) - versions)
@@ -114,7 +115,7 @@ WITH evals AS (
            avg((verdict = 'rejected')::INT) AS rejected_rate,
            median(speedup) FILTER (WHERE passed) AS median_speedup,
            exp(avg(ln(speedup)) FILTER (WHERE passed AND speedup > 0)) AS geomean_speedup
-    FROM attempts GROUP BY 1
+    FROM attempts WHERE split = 'train' GROUP BY 1
 ), rewards AS (
     SELECT policy_version, count(DISTINCT event_id) AS groups, avg(reward) AS mean_reward
     FROM group_samples GROUP BY 1
@@ -135,7 +136,7 @@ WITH proposed AS (
 ), accepted AS (
     SELECT module_id, arg_min(source, produced_at) AS source, arg_min(apis, produced_at) AS apis,
            arg_min(fingerprint, produced_at) AS fingerprint, arg_min(level, produced_at) AS level,
-           min(produced_at) AS accepted_at
+           arg_min(split, produced_at) AS split, min(produced_at) AS accepted_at
     FROM modules_accepted GROUP BY module_id
 ), rejected AS (
     SELECT module_id, arg_min(reason, produced_at) AS reject_reason, arg_min(apis, produced_at) AS apis
@@ -150,6 +151,7 @@ SELECT module_id,
        CASE WHEN a.module_id IS NOT NULL THEN 'accepted' WHEN r.module_id IS NOT NULL THEN 'rejected'
             ELSE 'proposed' END AS status,
        coalesce(a.source, p.source) AS source, coalesce(a.apis, p.apis, r.apis) AS apis, a.level,
+       coalesce(a.split, 'train') AS split,
        p.generator, p.proposer_version, a.fingerprint, r.reject_reason,
        coalesce(p.proposed_at, a.accepted_at) AS first_seen,
        coalesce(x.attempts, 0) AS attempts, coalesce(x.passes, 0) AS passes, x.best_speedup
@@ -175,7 +177,27 @@ SELECT coalesce(proposer_version, 0) AS proposer_version, coalesce(generator, ''
        avg(pass_rate) AS coder_pass_rate,
        avg(abs(pass_rate - target)) AS near_target,
        avg((pass_rate BETWEEN band_low AND band_high)::INT) AS in_band_rate
-FROM ranked GROUP BY ALL ORDER BY proposer_version, generator;
+FROM ranked WHERE split = 'train' GROUP BY ALL ORDER BY proposer_version, generator;
+
+-- The Coder on held-out modules (split 'heldout': evaluation only), per policy version: unbiased
+-- pass@1 (the mean over modules of c/n), pass@n (a module solved by any of its n samples), a 95%
+-- normal interval of pass@1 over modules, fast_1 (share of samples correct and faster than eager) and
+-- the geometric mean speedup of correct samples.
+CREATE OR REPLACE TEMP VIEW heldout_curve AS
+WITH per_module AS (
+    SELECT coalesce(policy_version, 0) AS policy_version, module_id, count(*) AS n,
+           count(*) FILTER (WHERE passed) AS c, count(*) FILTER (WHERE passed AND speedup > 1) AS fast,
+           sum(ln(speedup)) FILTER (WHERE passed AND speedup > 0) AS log_speedup,
+           count(*) FILTER (WHERE passed AND speedup > 0) AS timed
+    FROM attempts WHERE split = 'heldout' AND verdict NOT IN ('evaluator_error', 'problem_error') GROUP BY ALL
+)
+SELECT policy_version, count(*) AS modules, sum(n)::BIGINT AS samples, min(n) AS samples_per_module,
+       avg(c / n) AS pass_at_1,
+       1.96 * coalesce(stddev_samp(c / n), 0) / sqrt(count(*)) AS pass_at_1_ci95,
+       avg((c > 0)::INT) AS pass_at_n,
+       sum(fast) / sum(n) AS fast_1,
+       exp(sum(log_speedup) / nullif(sum(timed), 0)) AS geomean_speedup
+FROM per_module GROUP BY policy_version ORDER BY policy_version;
 
 CREATE OR REPLACE TEMP VIEW frontier AS
 SELECT * FROM frontier_at($band_low, $band_high, $target, $prior_alpha, $prior_beta, $explore, $versions, $first_turns);

@@ -9,6 +9,7 @@ Rules:
   It closes when all have arrived, or `group_deadline_s` after its first result: then it is
   scored as `partial` when it holds at least `min_group_results` results, else dropped
   (counted under `partial_group_too_small`).
+- Held-out samples (split "heldout") are evaluation only: ignored, counted under `heldout`.
 - Duplicates (at-least-once delivery) are ignored by sample_id; a result for a group that
   already closed is counted under `late_result` and ignored.
 - A sample that cannot be trained on (no token ids, log-probabilities that do not match the
@@ -76,6 +77,9 @@ class GroupAssembler:
         return len(self._open)
 
     def add(self, event: Event, now: float) -> list[ScoredGroup]:
+        if isinstance(event.payload, (SampleGenerated, SampleEvaluated)) and event.payload.split != "train":
+            self.dropped["heldout"] += 1  # evaluation only: never trained on
+            return self.expire(now)
         if isinstance(event.payload, SampleGenerated):
             return self.add_generated(event, now)
         if isinstance(event.payload, SampleEvaluated):

@@ -36,6 +36,7 @@ class EvaluatorStage:
             result = await self.pool.evaluate(sample.problem_source, sample.source)
         payload = SampleEvaluated(sample_id=sample.sample_id, module_id=sample.module_id, backend=sample.backend,
                                   apis=sample.apis, level=sample.level, group_size=sample.group_size, turn=sample.turn,
+                                  split=sample.split,
                                   **msgspec.structs.asdict(result))
         return [make_event(payload, correlation_id=event.envelope.correlation_id, producer=self.producer,
                            causation_id=event.event_id, policy_version=event.envelope.policy_version)]

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sft": ("kernelzero.consumers.sft", "supervised warm start of the Coder or Proposer from a dataset"),
     "init-model": ("kernelzero.init_model", "a from-scratch model and a tokenizer trained on our own corpus"),
     "distill": ("kernelzero.distill", "verified SFT sets for both roles from the teachers, split by API set"),
+    "heldout": ("kernelzero.heldout", "put held-out modules on the log for the Coder to answer (never trained on)"),
     "log": ("kernelzero.log_cli", "inspect the event log: tail a topic, stats and consumer lag"),
     "config": ("kernelzero.config_cli", "print the effective configuration (file + KERNELZERO_* variables)"),
 }

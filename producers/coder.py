@@ -11,7 +11,7 @@ arrived, each of its failed samples (a charged verdict other than `correct`) get
 answer, all sampled together under one policy version, with that sample's earlier attempts and
 verdicts in its prompt. They form the group of the next turn (group_size = the number of
 repairs), so the trainer compares repairs with repairs. A group whose results never all arrive
-gets no repairs; what the Coder remembers is lost if it restarts.
+gets no repairs, nor does a held-out module; what the Coder remembers is lost if it restarts.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ def sample_events(
             prompt_hash=prompt_hash(prompts[index] if len(prompts) > 1 else prompts[0]),
             prompt_token_ids=completion.prompt_token_ids, token_ids=completion.token_ids,
             logprobs=completion.logprobs, temperature=temperature, apis=module.apis, level=module.level,
+            split=module.split,
         )
         events.append(make_event(
             payload, correlation_id=module.module_id, producer=producer, causation_id=causation_id,
@@ -129,7 +130,7 @@ class CoderStage:
             module, completions, prompts=prompts, target=cfg.target, temperature=cfg.temperature,
             policy_version=version, causation_id=causation_id, turn=turn, producer=self.producer,
         )
-        if turn < cfg.repair_turns:
+        if turn < cfg.repair_turns and module.split == "train":
             owners = [histories[i // n] for i in range(len(completions))]
             self._remember(module, turn, {
                 e.payload.sample_id: Member(attempts=history, source=e.payload.source)

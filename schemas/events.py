@@ -20,6 +20,9 @@ VERDICTS: tuple[str, ...] = (
 # Nobody's fault but ours or the problem's: never charged to a sample, trained on, repaired or counted as an attempt.
 UNCHARGED_VERDICTS: frozenset[str] = frozenset({"evaluator_error", "problem_error"})
 Role = Literal["coder", "proposer"]
+# "heldout": a module (and its samples) for evaluation only: answered and judged like any, never trained on,
+# never counted by the frontier (held-out pass rates: analytics' heldout_curve view)
+Split = Literal["train", "heldout"]
 API_SET_SEPARATOR = " + "  # an API set as one string (analytics' api_set, [proposer] exclude_sets)
 
 
@@ -53,6 +56,7 @@ class ModuleAccepted(Payload, tag="modules.accepted"):
     op_trace: list[str] = []  # torch ops seen while running the reference
     ref_runtime_ms: float = 0.0
     level: int = 1
+    split: Split = "train"
 
 
 class ModuleRejected(Payload, tag="modules.rejected"):
@@ -79,6 +83,7 @@ class SampleGenerated(Payload, tag="samples.generated"):
     temperature: float = 1.0
     apis: list[str] = []
     level: int = 1
+    split: Split = "train"
 
 
 class Evaluation(Payload, kw_only=True):
@@ -111,6 +116,7 @@ class SampleEvaluated(Evaluation, tag="samples.evaluated", kw_only=True):
     level: int = 1
     group_size: int = 1
     turn: int = 0  # the sample's repair turn (0: a first answer), copied from samples.generated
+    split: Split = "train"  # copied from samples.generated
 
 
 class ScoredSample(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -12,9 +12,14 @@ from __future__ import annotations
 import itertools
 
 import anyio
+import msgspec
 import pytest
 
+from kernelzero.analytics.projection import Projection
+from kernelzero.analytics.views import install_views
+from kernelzero.cli import main as cli_main
 from kernelzero.codeblocks import answer
+from kernelzero.consumers.sft_stop import HeldOutRow
 from kernelzero.config import Config, dump_config
 from kernelzero.log import open_log
 from kernelzero.models import TINY_QWEN2, build_random_model
@@ -96,6 +101,12 @@ def module_writer():
     return write
 
 
+def write_rows(tmp_path, rows) -> object:
+    path = tmp_path / "heldout.jsonl"
+    path.write_text("".join(msgspec.json.encode(row).decode() + "\n" for row in rows))
+    return path
+
+
 def loop_config(tmp_path, coder_dir, proposer_dir, coder_url, proposer_url) -> Config:
     config = Config()
     config.log.url = f"embedded:{tmp_path / 'log.sqlite'}"
@@ -142,6 +153,12 @@ def test_three_rounds_train_both_roles_on_their_own_samples(tmp_path):
         for _ in range(3):
             for role in ("proposer", "validator", "coder", "evaluator", "trainer", "projector"):
                 assert serve_until_idle(role, path) == 0, role
+        held_out = [HeldOutRow(reference=MODULE.replace("BODY", body(n, lambda arg: f"torch.relu({arg})")),
+                               apis=["torch.relu"]) for n in (5, 7)]
+        assert cli_main(["heldout", "--config", str(path), "--rows", str(write_rows(tmp_path, held_out)),
+                         "--tag", "final"]) == 0
+        for role in ("coder", "evaluator", "trainer", "projector"):
+            assert serve_until_idle(role, path) == 0, role
     events = anyio.run(everything, config.log.url)
     updates = [e.payload for e in events if isinstance(e.payload, PolicyUpdated)]
     versions = {role: sorted(u.version for u in updates if u.role == role) for role in ("coder", "proposer")}
@@ -153,3 +170,13 @@ def test_three_rounds_train_both_roles_on_their_own_samples(tmp_path):
     assert max(e.envelope.policy_version or 0 for e in events if isinstance(e.payload, ModuleProposed)) >= 1
     assert coder_server.adapters and proposer_server.adapters
     assert coder_model.policy_version >= 1 and proposer_model.policy_version >= 1
+    # the held-out modules were answered by the newest Coder, judged, and never trained on
+    assert len(versions["coder"]) == len([u for u in updates if u.role == "coder"])
+    with Projection(config.analytics.db) as projection:
+        install_views(projection.con, config.analytics)
+        curve = projection.con.execute(
+            "SELECT policy_version, modules, samples, pass_at_1, pass_at_n FROM heldout_curve").fetchall()
+        frontier_attempts = projection.con.execute("SELECT sum(attempts) FROM frontier WHERE kind = 'api'").fetchone()[0]
+    assert curve == [(versions["coder"][-1], 2, 8, 0.5, 1.0)]
+    assert frontier_attempts == sum(1 for e in events if isinstance(e.payload, SampleGenerated)
+                                    and e.payload.split == "train")

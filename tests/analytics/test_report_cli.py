@@ -29,7 +29,7 @@ def test_report_renders_png_images_from_a_projected_log(run_dir, tmp_path, capsy
     out = tmp_path / "report"
     assert cli.main(["report", "--db", str(run_dir), "--out", str(out)]) == 0
     pngs = sorted(out.glob("*.png"))
-    assert [p.name for p in pngs] == ["frontier.png", "pass_rate.png", "speedup.png", "verdicts.png"]
+    assert [p.name for p in pngs] == ["frontier.png", "heldout.png", "pass_rate.png", "speedup.png", "verdicts.png"]
     for png in pngs:
         data = png.read_bytes()
         assert data.startswith(PNG_SIGNATURE) and len(data) > 5000 and data[12:16] == b"IHDR"

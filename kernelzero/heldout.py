@@ -1,0 +1,63 @@
+"""`kernelzero heldout --rows FILE`: put held-out modules on the log for the running Coder to answer; evaluation only, never trained on.
+
+Each row (a `kernelzero distill` *_heldout.jsonl row: `reference` and `apis`) becomes a
+modules.accepted event with split "heldout" and a module id of its own per `--tag`, so that each
+publication measures the Coder's policy at that moment. The Coder samples its group for each, the
+evaluator judges them, the trainer ignores them, and analytics' `heldout_curve` view (and the
+report's held-out plot) gives pass@1 by policy version. It does not wait for the answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from typing import Sequence
+
+from kernelzero.schemas import Event, ModuleAccepted, make_event
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--rows", required=True, metavar="FILE", help="held-out rows (JSON lines with reference, apis)")
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N rows")
+    parser.add_argument("--tag", default=None, help="names this measurement (default: the current time)")
+
+
+def heldout_events(rows: Sequence, tag: str) -> list[Event]:
+    """One held-out modules.accepted event per row (rows with `reference` and `apis`, as consumers.sft_stop reads them)."""
+    events = []
+    for index, row in enumerate(rows):
+        fingerprint = hashlib.sha256(row.reference.encode()).hexdigest()
+        payload = ModuleAccepted(module_id=f"heldout-{tag}-{index:04d}", source=row.reference, apis=list(row.apis),
+                                 fingerprint=fingerprint, split="heldout")
+        events.append(make_event(payload, correlation_id=payload.module_id, producer="heldout"))
+    return events
+
+
+def main(args, config) -> int:
+    import anyio
+
+    from kernelzero.consumers.sft_stop import read_heldout
+    from kernelzero.log import open_log
+    from kernelzero.stage import publish
+
+    try:
+        rows = read_heldout(args.rows, args.limit)
+    except (OSError, ValueError) as exc:
+        print(f"kernelzero heldout: cannot read {args.rows}: {exc}", file=sys.stderr)
+        return 2
+    if not rows or not all(row.reference for row in rows):
+        print(f"kernelzero heldout: {args.rows} holds no rows with a reference module", file=sys.stderr)
+        return 2
+    events = heldout_events(rows, args.tag or time.strftime("%Y%m%d-%H%M%S"))
+
+    async def run() -> None:
+        log = await open_log(config.log.url)
+        try:
+            await publish(log, events, producer_name="heldout")
+        finally:
+            await log.close()
+
+    anyio.run(run)
+    print(f"published {len(events)} held-out modules to {config.log.url}")
+    return 0

@@ -32,7 +32,7 @@ class Check(msgspec.Struct, frozen=True):
 
 
 class HeldOutRow(msgspec.Struct, frozen=True):
-    prompt: str
+    prompt: str = ""  # what a model is asked (the SFT check samples from it)
     reference: str = ""  # the module a Coder row asks for
     apis: list[str] = []
 

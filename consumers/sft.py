@@ -5,7 +5,10 @@ Input: JSON lines, one object per line with non-empty string fields `prompt` and
 only. Output: a LoRA adapter directory over --model (rank > 0; it names its base model) or a
 full model directory with its tokenizer, written to a temporary sibling and renamed into place,
 so --out is complete or absent. The prompt text is used as given: no chat template or
-instruction is added. Nothing here is imported at CLI start-up beyond argparse.
+instruction is added. Prompt and completion are tokenized apart, the completion followed by the
+stop token: that is how a generator sees them (the prompt alone, then what it samples), whereas
+tokenizing prompt + completion at once lets tokens merge across the boundary and trains the model
+on a context it never sees when it answers. Nothing here is imported at CLI start-up beyond argparse.
 """
 
 from __future__ import annotations
@@ -78,6 +81,17 @@ def read_pairs(path: str | os.PathLike) -> list[dict[str, str]]:
     return pairs
 
 
+def tokenized(pairs: list[dict[str, str]], tokenizer, max_length: int) -> list[dict[str, list[int]]]:
+    """Rows of input_ids (prompt, completion, stop token) and completion_mask, cut at max_length."""
+    rows = []
+    for pair in pairs:
+        prompt = tokenizer(pair["prompt"])["input_ids"]
+        completion = tokenizer(pair["completion"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        rows.append({"input_ids": (prompt + completion)[:max_length],
+                     "completion_mask": ([0] * len(prompt) + [1] * len(completion))[:max_length]})
+    return rows
+
+
 def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learning_rate: float | None = None,
             batch_size: int = 4, max_length: int = 2048, lora_rank: int = 16, lora_alpha: int = 32,
             device: str = "auto", seed: int = 0, stop=None) -> SftReport:
@@ -105,7 +119,7 @@ def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learnin
     )
     peft_config = LoraConfig(r=lora_rank, lora_alpha=lora_alpha, target_modules="all-linear",
                              task_type="CAUSAL_LM") if lora_rank > 0 else None
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(pairs),
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(tokenized(pairs, tokenizer, max_length)),
                          processing_class=tokenizer, peft_config=peft_config, callbacks=[stop] if stop else None)
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +110,11 @@ class BandStop(TrainerCallback):
         losses = [entry["loss"] for entry in state.log_history if "loss" in entry]
         passed, total = self.judge.pass_rate(model, processing_class)
         rate = passed / total if total else 0.0
-        self.checks.append(Check(step=state.global_step, loss=losses[-1] if losses else None, pass_rate=rate,
-                                 passed=passed, total=total))
+        check = Check(step=state.global_step, loss=losses[-1] if losses else None, pass_rate=rate, passed=passed,
+                      total=total)
+        self.checks.append(check)
+        print(f"sft check at step {check.step}: held-out pass@1 {passed}/{total}, loss {check.loss}",
+              file=sys.stderr, flush=True)
         if rate >= self.band_low:
             self.stopped = "in_band" if rate <= self.band_high else "past_band"
             control.should_training_stop = True

@@ -89,3 +89,20 @@ def test_the_sft_result_starts_rl_as_it_is(model_dir, tmp_path, lora_rank):
         ids = torch.tensor([after.prompt_token_ids + after.token_ids])
         logp = torch.log_softmax(learner.model(ids).logits[0].float(), -1)
     assert [logp[start + i, t].item() for i, t in enumerate(after.token_ids)] == pytest.approx(after.logprobs, abs=1e-4)
+
+
+def test_prompt_and_completion_are_tokenized_apart_as_a_generator_sees_them(tmp_path):
+    from kernelzero.consumers.sft import tokenized
+    from kernelzero.models import build_tokenizer
+
+    # a tokenizer whose merges cross spaces and newlines would merge "Answer:\n```" into one token
+    texts = ["Answer:\n```python\nx = 1\n```\n"] * 50
+    tokenizer = build_tokenizer(tmp_path, vocab_size=300, texts=texts)
+    pair = {"prompt": "Answer:\n", "completion": "```python\nx = 1\n```\n"}
+    joint = tokenizer(pair["prompt"] + pair["completion"])["input_ids"]
+    prompt = tokenizer(pair["prompt"])["input_ids"]
+    assert joint[:len(prompt)] != prompt, "this corpus merges across the boundary"
+    [row] = tokenized([pair], tokenizer, max_length=64)
+    assert row["input_ids"][:len(prompt)] == prompt and row["input_ids"][-1] == tokenizer.eos_token_id
+    assert row["completion_mask"] == [0] * len(prompt) + [1] * (len(row["input_ids"]) - len(prompt))
+    assert tokenizer.decode(row["input_ids"][len(prompt):-1]) == pair["completion"]

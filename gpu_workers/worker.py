@@ -21,6 +21,7 @@ import os
 import resource
 import select
 import signal
+import struct
 import time
 
 import msgspec
@@ -32,7 +33,6 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 def serve_worker(argv: list[str]) -> None:
     """Entry point: length-prefixed msgpack Jobs on stdin, outcomes on stdout."""
-    import struct
     from kernelzero.gpu_workers import confine
     confinement = msgspec.json.decode(argv[0], type=confine.Confinement) if argv else None
     if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
@@ -88,13 +88,14 @@ def run_forked(job, confinement=None) -> bytes:
             if payload is None:
                 _prepare_job(job)
                 payload = trial.run_job(job)
-            _write_all(write_fd, hmac.new(token, payload, hashlib.sha256).digest() + payload)
+            mac = hmac.new(token, payload, hashlib.sha256).digest()
+            _write_all(write_fd, struct.pack("!I", len(payload)) + mac + payload)
         except BaseException:  # noqa: BLE001  (the child must always reach os._exit)
             code = 70
         finally:
             os._exit(code)
     os.close(write_fd)
-    data, timed_out = _read_until(read_fd, time.monotonic() + job.config.timeout_s)
+    data, timed_out = _read_result(read_fd, pid, time.monotonic() + job.config.timeout_s)
     os.close(read_fd)
     if timed_out:
         _kill_group(pid)
@@ -106,8 +107,8 @@ def run_forked(job, confinement=None) -> bytes:
         return _encode(EvalResult(verdict="timeout", reason="timeout", device=device, gpu=job.gpu,
                                   evidence={"timeout_s": str(job.config.timeout_s), "output": stderr}))
     if data:
-        mac, payload = data[:32], data[32:]
-        if not hmac.compare_digest(mac, hmac.new(token, payload, hashlib.sha256).digest()):
+        size, mac, payload = _frame_size(data), data[4:36], data[36:]
+        if len(payload) != size or not hmac.compare_digest(mac, hmac.new(token, payload, hashlib.sha256).digest()):
             return _encode(EvalResult(verdict="rejected", reason="forged_result", device=device, gpu=job.gpu,
                                       evidence={"detail": "the result channel held bytes the evaluator did not sign"}))
         return payload
@@ -179,19 +180,46 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return b"".join(chunks), True
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            continue
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks), False
-        chunks.append(chunk)
+def _frame_size(data: bytes) -> int:
+    """The payload size a result frame announces (length, 32-byte MAC, payload); -1 before 4 bytes came."""
+    return struct.unpack("!I", data[:4])[0] if len(data) >= 4 else -1
+
+
+def _read_result(fd: int, pid: int, deadline: float) -> tuple[bytes, bool]:
+    """(what the job's child sent, timed out?): done once its frame is complete or the child is gone.
+
+    Not at end of file: processes the candidate forked hold the pipe open too.
+    """
+    data = b""
+    child = os.pidfd_open(pid)
+    try:
+        while not 0 <= _frame_size(data) <= len(data) - 36:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return data, True
+            ready, _, _ = select.select([fd, child], [], [], left)
+            if fd in ready:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                data += chunk
+            elif child in ready:  # exited: what it sent is in the pipe already
+                os.set_blocking(fd, False)
+                data += _drain(fd)
+                break
+    finally:
+        os.close(child)
+    return data, False
+
+
+def _drain(fd: int) -> bytes:
+    data = b""
+    try:
+        while chunk := os.read(fd, 1 << 20):
+            data += chunk
+    except BlockingIOError:
+        pass
+    return data
 
 
 def _kill_group(pid: int) -> None:

@@ -46,7 +46,7 @@ AREA, JOB, EXTENSIONS = "/kz", "/kz/job", "/kz/ext"
 TURNS_INSIDE = "/tmp/kernelzero-gpu-turns"  # gpu_workers/device_turns.py's folder, as a worker sees it
 PACKAGES = ("kernelzero", "kernelzero.gpu_workers", "kernelzero.schemas")  # what workers and builds import of ours
 SYSTEM_TOP = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-SYSTEM_MOUNTED = ("/usr", "/etc", "/sys", "/proc", "/dev", "/tmp", *SYSTEM_TOP)
+SYSTEM_BOUND = ("/usr", "/etc", "/sys", *SYSTEM_TOP)  # host folders bound whole: what lies below them exists
 
 
 class SandboxUnavailable(RuntimeError):
@@ -85,7 +85,15 @@ class Sandbox:
                 "bubblewrap; scripts/setup.sh does as root) or carry it in .sandbox-tools (scripts/sandbox_tools.sh)")
         if self.mode == "off":
             return
-        self.mechanisms = await self._probe()
+        try:
+            self.mechanisms = await self._probe()
+        except SandboxUnavailable as exc:
+            if self.required:
+                raise SandboxUnavailable(f"{exc}; {self._requirement()}: set require_sandbox = false to evaluate "
+                                         "without bubblewrap") from None
+            print(f"evaluator: {exc}; evaluating without bubblewrap", file=sys.stderr)
+            self.bwrap, self.mode, self.maps_candidate, self.version = None, "none", False, ""
+            self.mechanisms = await self._probe()
         missing = confine.missing(self.required, self.mechanisms)
         if missing:
             raise SandboxUnavailable(self.refusal(missing))
@@ -102,10 +110,12 @@ class Sandbox:
         """What evidence says about containment: `bwrap 0.8.0: net,mount,pid,...`, `none: ...` or `off`."""
         return "off" if self.mode == "off" else confine.label(self.launcher, self.mechanisms)
 
-    def refusal(self, missing: list[str]) -> str:
-        where = "bwrap was found, so [evaluator] require_sandbox = auto requires it" \
+    def _requirement(self) -> str:
+        return "bwrap was found, so [evaluator] require_sandbox = auto requires it" \
             if self.config.require_sandbox == "auto" else "[evaluator] require_sandbox = true"
-        return (f"{where}, but candidate processes would run without: "
+
+    def refusal(self, missing: list[str]) -> str:
+        return (f"{self._requirement()}, but candidate processes would run without: "
                 + "; ".join(f"{name} ({confine.MECHANISMS[name]})" for name in missing)
                 + f". In force: {self.label}. Set require_sandbox = false to evaluate with what is in force.")
 
@@ -321,12 +331,12 @@ def _system_mounts() -> list[str]:
 
 
 def _folders_above(paths: list[str]) -> list[str]:
-    """Folders on the way to `paths` that the sandbox's root must hold, parents first (not /, not below a mount)."""
-    mounted = [*SYSTEM_MOUNTED, *paths]
+    """Folders on the way to `paths` that the sandbox must make, parents first: not /, /tmp, or below a bind."""
+    bound = [*SYSTEM_BOUND, *paths]
     above = set()
     for path in paths:
         parent = os.path.dirname(os.path.abspath(path))
-        while parent != "/" and not any(_within(parent, m) for m in mounted):
+        while parent not in ("/", "/tmp") and not any(_within(parent, b) for b in bound):
             above.add(parent)
             parent = os.path.dirname(parent)
     return sorted(above)

@@ -72,7 +72,7 @@ def targets():
 
 
 def header(path: Path) -> dict[str, str]:
-    return dict(re.findall(r"^# (expect|problem|config|device): (.+)$", path.read_text(), re.M))
+    return dict(re.findall(r"^# (expect|problem|config|via): (.+)$", path.read_text(), re.M))
 
 
 def config_for(path: Path, cache_dir: Path) -> EvaluatorConfig:

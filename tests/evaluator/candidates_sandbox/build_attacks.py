@@ -1,6 +1,6 @@
 # expect: compile_error build_failed
 # problem: relu
-# device: cpu
+# via: build
 """Sandbox attack at build time: the candidate's Python runs in the build process, its C++ includes a secret by path."""
 import socket
 

@@ -1,6 +1,6 @@
 # expect: rejected no_custom_kernel
 # problem: relu
-# device: cpu
+# via: build
 """Sandbox: a C++ extension built ahead in the build sandbox (g++, CPU) and loaded by the job without a rebuild; the CPU path cannot see C++ kernels."""
 import os
 import time

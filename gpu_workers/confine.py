@@ -73,6 +73,7 @@ class Confinement(msgspec.Struct, frozen=True, kw_only=True):
     max_processes: int
     max_open_files: int
     required: list[str] = []
+    also_writable: list[str] = []  # beside a process's own folders, e.g. the job's /dev/shm in bubblewrap
     evaluator: Vantage
 
 
@@ -92,7 +93,7 @@ def enter(confinement: Confinement, writable: list[str], home: str) -> list[str]
         os.setresuid(confinement.switch_id, confinement.switch_id, confinement.switch_id)
     _move_home(home)
     try:
-        landlocked = landlock.restrict(writable, ["/dev", "/proc"])
+        landlocked = landlock.restrict([*writable, *confinement.also_writable], ["/dev", "/proc"])
     except OSError:
         landlocked = False
     try:

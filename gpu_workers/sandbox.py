@@ -42,7 +42,7 @@ from kernelzero.gpu_workers import confine
 TOOLS_DIR = Path(__file__).resolve().parents[1] / ".sandbox-tools"  # bwrap (and lib/) carried with a checkout
 INSIDE_ID = 1000  # the candidate's uid and gid in the sandbox's user namespace
 WORKER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")  # within the namespace: take the candidate's uid, kill it
-AREA, JOB, EXTENSIONS = "/kz", "/kz/job", "/kz/ext"
+AREA, JOB, EXTENSIONS, SHARED_MEMORY = "/kz", "/kz/job", "/kz/ext", "/dev/shm"
 TURNS_INSIDE = "/tmp/kernelzero-gpu-turns"  # gpu_workers/device_turns.py's folder, as a worker sees it
 PACKAGES = ("kernelzero", "kernelzero.gpu_workers", "kernelzero.schemas")  # what workers and builds import of ours
 SYSTEM_TOP = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -124,6 +124,7 @@ class Sandbox:
         return confine.Confinement(launcher=self.launcher, switch_id=INSIDE_ID if self.maps_candidate else -1,
                                    max_processes=self.config.max_processes,
                                    max_open_files=self.config.max_open_files, required=self.required,
+                                   also_writable=[SHARED_MEMORY] if self.mode == "bwrap" else [],
                                    evaluator=confine.Vantage.here())
 
     def confinement_arg(self) -> str:
@@ -255,10 +256,11 @@ class Workspace:
     def __init__(self, sandbox: Sandbox, root: Path):
         self.sandbox = sandbox
         self.root = root
-        root.mkdir(parents=True, exist_ok=True)
+        (root / "shm").mkdir(parents=True, exist_ok=True)  # bound as it is: emptied between jobs, never replaced
 
     def binds(self) -> list[tuple[str, str]]:
-        return [(str(self.root), AREA)]
+        """The worker's folder at /kz, and its shm/ as /dev/shm (POSIX shared memory, semaphores): the job's own."""
+        return [(str(self.root), AREA), (str(self.root / "shm"), SHARED_MEMORY)]
 
     def prepare(self, build_dir: str) -> tuple[str, str]:
         """(scratch, extensions dir) as the job sees them; the scratch is new and the candidate's."""
@@ -266,6 +268,7 @@ class Workspace:
         job = self.root / "job"
         job.mkdir()
         self.sandbox.own(job)
+        self.sandbox.own(self.root / "shm")
         if self.sandbox.mode != "bwrap":
             return str(job), build_dir
         if not build_dir:
@@ -278,6 +281,8 @@ class Workspace:
     def clear(self) -> None:
         for sub in ("job", "ext"):
             shutil.rmtree(self.root / sub, ignore_errors=True)
+        for entry in (self.root / "shm").iterdir():
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -76,3 +76,26 @@ def test_auto_with_bubblewrap_requires_and_names_every_mechanism(tmp_path: Path)
     launcher, held = result.evidence["sandbox"].split(": ")
     assert launcher.startswith("bwrap ")
     assert {"net", "mount", "pid", "seccomp", "nproc", "nofile", "env"} <= set(held.split(","))
+
+
+def bwrap_that_cannot_start(tmp_path: Path) -> str:
+    """bubblewrap as on a kernel that refuses it user namespaces: its version, then its error for anything else."""
+    fake = tmp_path / "bwrap-refused"
+    fake.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "bubblewrap 0.8.0"; exit 0; }\n'
+                    'echo "bwrap: No permissions to create a new namespace" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    return str(fake)
+
+
+def test_a_bwrap_that_cannot_start_is_refused_with_its_message(tmp_path: Path) -> None:
+    config = EvaluatorConfig(cache_dir=str(tmp_path), bwrap=bwrap_that_cannot_start(tmp_path))
+    with pytest.raises(SandboxUnavailable, match="No permissions to create a new namespace.*require_sandbox = false"):
+        first_result(config)
+
+
+def test_not_required_a_bwrap_that_cannot_start_is_left_out_and_evidence_says_so(tmp_path: Path) -> None:
+    config = EvaluatorConfig(cache_dir=str(tmp_path), bwrap=bwrap_that_cannot_start(tmp_path), require_sandbox=False)
+    result = first_result(config)
+    launcher, held = result.evidence["sandbox"].split(": ")
+    assert (result.verdict, launcher) == ("correct", "none")
+    assert {"env", "seccomp", "nofile"} <= set(held.split(",")) and not {"net", "mount", "pid"} & set(held.split(","))

@@ -116,8 +116,8 @@ def summary(runs: dict[str, dict]) -> list[str]:
         rows = run["rows"]
         held = sorted({r["sandbox"] for r in rows})
         per = (run["wall_s"] - run["start_s"]) / max(len(rows), 1)
-        lines.append(f"| {setting} | {'; '.join(held)} | {len(rows)} | {sum(r['ok'] for r in rows)} | {run['wall_s']} | "
-                     f"{run['start_s']} | {per:.2f} |")
+        lines.append(f"| {setting} | {'; '.join(held)} | {len(rows)} | {sum(r['ok'] for r in rows)} | "
+                     f"{run['wall_s']} | {run['start_s']} | {per:.2f} |")
     got = [{r["candidate"]: r["got"] for r in run["rows"]} for key, run in runs.items() if key != ATTACKS]
     shared = set.intersection(*(set(g) for g in got)) if got else set()
     differ = sorted(c for c in shared if len({g[c] for g in got}) > 1)
@@ -135,8 +135,9 @@ def markdown(runs: dict[str, dict], spreads: dict[str, dict], device: str, total
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         fmt = lambda v: "" if v is None else f"{v:.4g}"  # noqa: E731
-        lines.append(f"| {r['setting']} | {r['candidate']} | {r['expected']} | {r['got']} | {'yes' if r['ok'] else 'NO'} | "
-                     f"{fmt(r['speedup'])} | {fmt(r['runtime_ms'])} | {fmt(r['ref_eager_ms'])} | {r['timing_n']} | "
+        lines.append(f"| {r['setting']} | {r['candidate']} | {r['expected']} | {r['got']} | "
+                     f"{'yes' if r['ok'] else 'NO'} | {fmt(r['speedup'])} | {fmt(r['runtime_ms'])} | "
+                     f"{fmt(r['ref_eager_ms'])} | {r['timing_n']} | "
                      f"{r['wall_s']} |")
     for key, spread in spreads.items():
         by_name = {Path(r["candidate"]).stem: r for r in runs[key]["rows"]}

@@ -58,7 +58,8 @@ def _confine(confinement_json: str, ext_dir: str) -> bool:
     mechanisms = confine.enter(confinement, [ext_dir], os.path.join(ext_dir, ".home"))
     missing = confine.missing(confinement.required, mechanisms)
     if missing:
-        line = REFUSED + json.dumps({"sandbox_missing": missing, "in_force": confine.label(confinement.launcher, mechanisms)})
+        in_force = confine.label(confinement.launcher, mechanisms)
+        line = REFUSED + json.dumps({"sandbox_missing": missing, "in_force": in_force})
     else:
         line = CONFINED
     sys.__stdout__.write(line + "\n")

@@ -1,4 +1,4 @@
-"""Landlock for a candidate process: writes only beneath the folders it is given, and (ABI 6+) no signals or abstract sockets out of its domain.
+"""Landlock for a candidate process: writes only beneath given folders, no signals out of its domain (ABI 6+); not reads.
 
 Reads stay as the file system allows them (the sandbox's mounts and the candidate's uid decide
 what is visible). A kernel without Landlock (before 5.13, or the LSM not enabled) refuses, and

@@ -17,7 +17,6 @@ import asyncio
 import hashlib
 import json
 import os
-import shutil
 import struct
 import sys
 import time
@@ -29,7 +28,8 @@ import msgspec
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import build, headers
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
-from kernelzero.gpu_workers.sandbox import EXTENSIONS, Sandbox, SandboxUnavailable, Workspace, turns_dir, TURNS_INSIDE
+from kernelzero.gpu_workers.sandbox import (EXTENSIONS, TURNS_INSIDE, Sandbox, SandboxUnavailable, Workspace,
+                                            turns_dir)
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.static_check import check_source
 
@@ -57,7 +57,7 @@ def resolve_devices(device: str, workers_per_gpu: int) -> tuple[list[str], str, 
 
 
 class _Worker:
-    """A `python -m kernelzero.gpu_workers.worker` process in the sandbox, its pipes and its workspace; restarted when it dies or hangs."""
+    """A worker process (`python -m kernelzero.gpu_workers.worker`) in the sandbox, its pipes and workspace; restarted when lost."""
 
     def __init__(self, device: str, sandbox: Sandbox, workspace: Workspace):
         self.device = device
@@ -232,7 +232,7 @@ class EvaluatorPool:
             return self._base("runtime_error", "worker_lost", detail="the worker died or stopped answering; replaced")
         outcome = msgspec.msgpack.decode(answer)
         if isinstance(outcome, dict) and "sandbox_missing" in outcome:
-            raise SandboxUnavailable(self.sandbox.refusal(outcome["sandbox_missing"]) + f" (this job: {outcome['in_force']})")
+            raise SandboxUnavailable(f"{self.sandbox.refusal(outcome['sandbox_missing'])} (this job: {outcome['in_force']})")
         if isinstance(outcome, dict) and "problem_error" in outcome:
             raise ProblemFailed(outcome["problem_error"], outcome.get("detail", ""))
         result = msgspec.convert(outcome, EvalResult)
@@ -277,7 +277,7 @@ class EvaluatorPool:
         return "", False, 0.0, failure
 
     async def _build_once(self, src_path: Path, ext_dir: Path, slim: bool) -> dict:
-        """One build process's outcome: {"ok", "error", "compile_s"}, plus "timeout" or "log"; raises SandboxUnavailable."""
+        """One build process's outcome: {"ok", "error", "compile_s"}, plus "timeout" or "log"; may raise SandboxUnavailable."""
         env = {"TORCH_CUDA_ARCH_LIST": self.arch, "MAX_JOBS": str(self._build_jobs), "CUDA_VISIBLE_DEVICES": "",
                "TRITON_INTERPRET": None}
         inside = EXTENSIONS if self.sandbox.mode == "bwrap" else str(ext_dir)
@@ -302,7 +302,7 @@ class EvaluatorPool:
         refused, confined = text.find(build.REFUSED), text.find(build.CONFINED)
         if self.sandbox.mode != "off" and refused >= 0 and not 0 <= confined < refused:  # printed before candidate code
             missing = json.loads(text[refused + len(build.REFUSED):].splitlines()[0])
-            raise SandboxUnavailable(self.sandbox.refusal(missing["sandbox_missing"]) + f" (this build: {missing['in_force']})")
+            raise SandboxUnavailable(f"{self.sandbox.refusal(missing['sandbox_missing'])} (this build: {missing['in_force']})")
         outcome = json.loads(text[marker + 9:].splitlines()[0]) if marker >= 0 else {"ok": False, "error": text[-3000:]}
         outcome["log"] = text[-2000:]
         outcome.setdefault("compile_s", elapsed)

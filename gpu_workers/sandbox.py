@@ -1,4 +1,4 @@
-"""How the evaluator starts the processes that run candidate code (workers, builds): in bubblewrap, with what bound where; not what they do inside.
+"""How processes that run candidate code (workers, builds) start: in bubblewrap, what bound where; not what they do inside.
 
 A worker (one per GPU, persistent) and each CUDA build start inside `bwrap` with their own
 user, network, PID, IPC, UTS and cgroup namespaces and a file system made of read-only binds:
@@ -77,7 +77,7 @@ class Sandbox:
         self.mechanisms: list[str] = []  # known once probed
 
     async def probe(self) -> None:
-        """Start a process as a candidate's would start, read back what holds; SandboxUnavailable where it is not enough."""
+        """Start a process as a candidate's starts, read back what holds; SandboxUnavailable where it is not enough."""
         if self.mode == "none" and self.config.require_sandbox is True:
             raise SandboxUnavailable(
                 "require_sandbox = true, but bubblewrap was not found (looked at [evaluator] bwrap "
@@ -159,7 +159,7 @@ class Sandbox:
 
     async def _start_mapped(self, args: list[str], command: list[str], env: dict[str, str],
                             **kwargs) -> asyncio.subprocess.Process:
-        """bwrap waits (--userns-block-fd) while the evaluator writes a two-uid map: itself as 0, the candidate as INSIDE_ID."""
+        """bwrap waits (--userns-block-fd) while we write a two-uid map: the evaluator as 0, the candidate as INSIDE_ID."""
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
         try:
@@ -332,7 +332,8 @@ def _system_mounts() -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
-    return args + ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev", "--perms", "0755", "--tmpfs", "/tmp"]
+    return args + ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev",
+                   "--perms", "0755", "--tmpfs", "/tmp"]
 
 
 def _folders_above(paths: list[str]) -> list[str]:

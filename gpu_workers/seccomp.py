@@ -45,7 +45,8 @@ DENIED = {
         "sethostname": 161, "setdomainname": 162,
     },
 }
-CHECKED = {"x86_64": {"clone": 56, "clone3": 435, "socket": 41}, "aarch64": {"clone": 220, "clone3": 435, "socket": 198}}
+CHECKED = {"x86_64": {"clone": 56, "clone3": 435, "socket": 41},
+           "aarch64": {"clone": 220, "clone3": 435, "socket": 198}}
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 X32_SYSCALL_BIT = 0x40000000
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET

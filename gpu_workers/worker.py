@@ -140,7 +140,8 @@ def _confine(job, confinement) -> bytes | None:
     missing = confine.missing(confinement.required, mechanisms)
     if not missing:
         return None
-    return msgspec.msgpack.encode({"sandbox_missing": missing, "in_force": confine.label(confinement.launcher, mechanisms)})
+    in_force = confine.label(confinement.launcher, mechanisms)
+    return msgspec.msgpack.encode({"sandbox_missing": missing, "in_force": in_force})
 
 
 def _prepare_job(job) -> None:

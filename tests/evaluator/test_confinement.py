@@ -1,4 +1,4 @@
-"""The in-process layer on this machine's kernel: the seccomp filter denies what it lists and allows the rest, Landlock confines writes, in_force reads back the truth."""
+"""The in-process layer on this kernel: seccomp denies its list, allows the rest; Landlock confines writes; in_force is true."""
 
 from __future__ import annotations
 

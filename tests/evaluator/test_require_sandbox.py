@@ -1,4 +1,4 @@
-"""`require_sandbox`: evaluation is refused, naming what is missing, when bubblewrap or one of its mechanisms is not there; otherwise what holds is in evidence."""
+"""`require_sandbox`: refused, naming what is missing, without bubblewrap or one of its mechanisms; else what holds is in evidence."""
 
 from __future__ import annotations
 

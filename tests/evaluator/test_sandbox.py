@@ -1,4 +1,4 @@
-"""Attack candidates (Python and C++, run and build) against the real sandbox: each attempt fails, nothing outside changes, the verdict says why.
+"""Attack candidates (Python, C++; run and build) against the real sandbox: each fails, nothing outside changes, verdicts say why.
 
 Every candidate in candidates_sandbox/ aims at fixed targets this module sets up: files under
 /tmp/kz_sandbox_test (a secret in a "home", a log file), /tmp/kz_pwned*, the cache folder

@@ -1,4 +1,4 @@
-"""The result cache trusts only entries it signed: a tampered, unsigned or moved entry is evaluated again; does not test the sandbox."""
+"""The result cache trusts only entries it signed: tampered, unsigned or moved ones are evaluated again; not the sandbox."""
 
 from __future__ import annotations
 

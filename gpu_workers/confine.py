@@ -8,17 +8,12 @@ Landlock, and installs the seccomp filter. `in_force` then reads back, from the 
 vantage point, which mechanisms are really in force (namespaces differ from the evaluator's,
 uid, limits, filters), so evidence never claims what was only asked for. Namespaces and the
 file system come from the launcher (gpu_workers/sandbox.py), not from here.
-
-Run as `python -m kernelzero.gpu_workers.confine CONFINEMENT_JSON FOLDER`: the start-up probe,
-which prints the mechanisms in force as a JSON list.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import resource
-import sys
 import tempfile
 
 import msgspec
@@ -183,12 +178,3 @@ def _seccomp_filters(status: dict[str, str]) -> int:
 def _limited(which: int) -> bool:
     return resource.getrlimit(which)[0] != resource.RLIM_INFINITY
 
-
-def main(argv: list[str]) -> int:
-    confinement = msgspec.json.decode(argv[0], type=Confinement)
-    print(json.dumps(enter(confinement, [argv[1]], argv[1])), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

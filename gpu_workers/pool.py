@@ -26,7 +26,7 @@ from pathlib import Path
 import msgspec
 
 from kernelzero.config import EvaluatorConfig
-from kernelzero.gpu_workers import build, headers
+from kernelzero.gpu_workers import headers
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
 from kernelzero.gpu_workers.sandbox import (EXTENSIONS, TURNS_INSIDE, Sandbox, SandboxUnavailable, Workspace,
                                             turns_dir)
@@ -299,9 +299,10 @@ class EvaluatorPool:
         elapsed = time.perf_counter() - started
         text = out.decode(errors="replace")
         marker = text.rfind("KZ_BUILD ")
-        refused, confined = text.find(build.REFUSED), text.find(build.CONFINED)
+        from kernelzero.gpu_workers.build import CONFINED, REFUSED  # not at the top: build.py runs with -m
+        refused, confined = text.find(REFUSED), text.find(CONFINED)
         if self.sandbox.mode != "off" and refused >= 0 and not 0 <= confined < refused:  # printed before candidate code
-            missing = json.loads(text[refused + len(build.REFUSED):].splitlines()[0])
+            missing = json.loads(text[refused + len(REFUSED):].splitlines()[0])
             raise SandboxUnavailable(f"{self.sandbox.refusal(missing['sandbox_missing'])} (this build: {missing['in_force']})")
         outcome = json.loads(text[marker + 9:].splitlines()[0]) if marker >= 0 else {"ok": False, "error": text[-3000:]}
         outcome["log"] = text[-2000:]

@@ -17,7 +17,7 @@ Without root, bwrap maps the user's own uid and candidate and worker share it.
 
 `Sandbox.probe` starts a process in it as a candidate's would start and reads back what is in
 force; where `require_sandbox` asks for more it raises SandboxUnavailable naming each mechanism
-that is missing.
+that is missing (`python -m kernelzero.gpu_workers.probe` prints what holds on this machine).
 """
 
 from __future__ import annotations
@@ -79,9 +79,10 @@ class Sandbox:
     async def probe(self) -> None:
         """Start a process as a candidate's starts, read back what holds; SandboxUnavailable where it is not enough."""
         if self.mode == "none" and self.config.require_sandbox is True:
+            looked = f"[evaluator] bwrap = {self.config.bwrap!r} is not an executable" if self.config.bwrap \
+                else f"no bwrap on PATH nor at {TOOLS_DIR / 'bwrap'}"
             raise SandboxUnavailable(
-                "require_sandbox = true, but bubblewrap was not found (looked at [evaluator] bwrap "
-                f"{self.config.bwrap!r}, bwrap on PATH, {TOOLS_DIR / 'bwrap'}): install it (apt-get install "
+                f"require_sandbox = true, but bubblewrap was not found ({looked}): install it (apt-get install "
                 "bubblewrap; scripts/setup.sh does as root) or carry it in .sandbox-tools (scripts/sandbox_tools.sh)")
         if self.mode == "off":
             return
@@ -234,7 +235,7 @@ class Sandbox:
         area = Workspace(self, self.cache_dir / "scratch" / f"probe-{uuid.uuid4().hex}")
         try:
             scratch, _ = area.prepare("")
-            proc = await self.start([sys.executable, "-m", "kernelzero.gpu_workers.confine", self.confinement_arg(),
+            proc = await self.start([sys.executable, "-m", "kernelzero.gpu_workers.probe", self.confinement_arg(),
                                      scratch], writable=area.binds(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             out, err = await proc.communicate()
         finally:
@@ -395,3 +396,4 @@ def _read_all(fd: int) -> bytes:
 def _write(path: str, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)
+

@@ -1,10 +1,18 @@
-"""GPU run of the evaluator's hack corpus (Triton + CUDA C++) and the speedup spread of one kernel; needs a CUDA GPU.
+"""GPU run of the evaluator's hack corpus (Triton + CUDA C++ + sandbox attacks) and the speedup spread of one kernel.
 
-Usage: python bench/eval_gpu_corpus.py --out DIR   (about 2-4 minutes on one H200)
-Writes DIR/verdicts.json, DIR/verdicts.md, DIR/spread.json, and prints the table last.
-Every candidate goes through EvaluatorPool on cuda with the result cache bypassed; the spread
-candidate (tests/evaluator/candidates_cuda/triton_matmul.py) is evaluated 5 separate times,
-each in a fresh worker process. It does NOT compare with KernelBench (bench/eval_throughput.py does).
+Usage: python bench/eval_gpu_corpus.py --out DIR [--sandbox on,off] [--device cuda|cpu]
+(about 2-4 minutes per setting on one H200). Writes DIR/verdicts.json, DIR/verdicts.md,
+DIR/spread.json, and prints the tables last. Every candidate goes through EvaluatorPool with the
+result cache bypassed, once per `--sandbox` setting (on: containment as configured, required
+where bwrap is found; off: none; a setting may repeat, `off,on,off,on`, to see drift), side by
+side: each row names the containment in force, and the summary gives wall time per candidate per
+setting and whether verdicts agree. The sandbox attacks (tests/evaluator/candidates_sandbox/, not
+those evaluated only through the build tests) run once more after them, contained, and are left
+out of the timing comparison. On cuda the spread
+candidate (tests/evaluator/candidates_cuda/triton_matmul.py) is evaluated 5 separate times per
+setting; `--device cpu` runs the CPU corpus and attacks (no timing, no spread), to measure
+containment's cost on a machine without a GPU. It does NOT compare with KernelBench
+(bench/eval_throughput.py does).
 """
 
 from __future__ import annotations
@@ -26,53 +34,71 @@ CORPUS = ROOT / "tests" / "evaluator"
 SPREAD_CANDIDATE = CORPUS / "candidates_cuda" / "triton_matmul.py"
 SIDE_STREAM_PAIR = ("triton_relu_fast", "triton_side_stream_large")
 GPU_TIMEOUT_S = {"hang": 20.0}  # the CPU corpus gives hang 5 s; a GPU child also initialises CUDA
+SANDBOX_SETTINGS = {"on": {}, "off": {"sandbox": False, "require_sandbox": False}}
+ATTACKS = "attacks (on)"  # the sandbox attacks' run: contained only, not part of the comparison
 
 
 def header(path: Path) -> dict[str, str]:
-    return dict(re.findall(r"^# (expect|problem|config): (.+)$", path.read_text(), re.M))
+    return dict(re.findall(r"^# (expect|problem|config|device|via): (.+)$", path.read_text(), re.M))
 
 
-def config_for(fields: dict[str, str], cache_dir: str, name: str, workers_per_gpu: int = 1):
+def config_for(fields: dict[str, str], cache_dir: str, name: str, workers_per_gpu: int = 1, setting: str = "on",
+               device: str = "cuda"):
     from kernelzero.config import EvaluatorConfig
     overrides = dict(kv.strip().split("=") for kv in fields.get("config", "").split(",") if kv.strip())
     values = {k: v.lower() == "true" if v.lower() in ("true", "false") else v for k, v in overrides.items()}
-    if name in GPU_TIMEOUT_S:
+    if name in GPU_TIMEOUT_S and device == "cuda":
         values["timeout_s"] = GPU_TIMEOUT_S[name]
-    return msgspec.convert({"cache_dir": cache_dir, "timeout_s": 120, "workers_per_gpu": workers_per_gpu, **values},
-                           EvaluatorConfig, strict=False)
+    return msgspec.convert({"cache_dir": cache_dir, "timeout_s": 120, "workers_per_gpu": workers_per_gpu, **values,
+                            **SANDBOX_SETTINGS[setting]}, EvaluatorConfig, strict=False)
 
 
-async def run_corpus(cache_dir: str, workers_per_gpu: int = 1) -> list[dict]:
+def corpus(device: str) -> list[Path]:
+    folders = ["candidates"] + (["candidates_cuda"] if device == "cuda" else [])
+    return [p for folder in folders for p in sorted((CORPUS / folder).glob("*.py"))]
+
+
+def attacks() -> list[Path]:
+    """The sandbox attacks a pool evaluates (not those the build tests take through `_build` themselves)."""
+    return [p for p in sorted((CORPUS / "candidates_sandbox").glob("*.py")) if "via" not in header(p)]
+
+
+async def run_corpus(paths: list[Path], cache_dir: str, workers_per_gpu: int = 1, setting: str = "on",
+                     device: str = "cuda") -> dict:
+    """{"rows": one per candidate, "wall_s": the whole corpus, "start_s": spent starting pools (probe, workers)}."""
     from kernelzero.gpu_workers import EvaluatorPool
-    paths = sorted((CORPUS / "candidates").glob("*.py")) + sorted((CORPUS / "candidates_cuda").glob("*.py"))
     groups: dict[str, list[Path]] = {}
     for path in paths:
-        cfg = msgspec.json.encode(config_for(header(path), cache_dir, path.stem, workers_per_gpu)).decode()
-        groups.setdefault(cfg, []).append(path)
-    rows = []
+        cfg = config_for(header(path), cache_dir, path.stem, workers_per_gpu, setting, device)
+        groups.setdefault(msgspec.json.encode(cfg).decode(), []).append(path)
+    rows, start_s, began = [], 0.0, time.perf_counter()
     for paths in groups.values():
-        config = config_for(header(paths[0]), cache_dir, paths[0].stem, workers_per_gpu)
-        async with EvaluatorPool(config, device="cuda", use_cache=False) as pool:
+        config = config_for(header(paths[0]), cache_dir, paths[0].stem, workers_per_gpu, setting, device)
+        starting = time.perf_counter()
+        async with EvaluatorPool(config, device=device, use_cache=False) as pool:
+            start_s += time.perf_counter() - starting
+
             async def one(path: Path) -> dict:
                 fields = header(path)
                 problem = (CORPUS / "problems" / f"{fields['problem']}.py").read_text()
                 started = time.perf_counter()
                 result = await pool.evaluate(problem, path.read_text())
                 expected = fields["expect"].split()
-                return {"candidate": f"{path.parent.name}/{path.name}", "expected": " ".join(expected),
+                return {"candidate": f"{path.parent.name}/{path.name}", "setting": setting,
+                        "sandbox": result.evidence.get("sandbox", ""), "expected": " ".join(expected),
                         "got": f"{result.verdict} {result.reason}", "ok": [result.verdict, result.reason] == expected,
                         "wall_s": round(time.perf_counter() - started, 2), **msgspec.structs.asdict(result)}
             rows += await asyncio.gather(*(one(p) for p in paths))  # builds overlap GPU work
-    return rows
+    return {"rows": rows, "wall_s": round(time.perf_counter() - began, 2), "start_s": round(start_s, 2)}
 
 
-async def run_spread(cache_dir: str, repeats: int = 5) -> dict:
-    from kernelzero.config import EvaluatorConfig
+async def run_spread(cache_dir: str, repeats: int = 5, setting: str = "on") -> dict:
     from kernelzero.gpu_workers import EvaluatorPool
     problem = (CORPUS / "problems" / f"{header(SPREAD_CANDIDATE)['problem']}.py").read_text()
     source = SPREAD_CANDIDATE.read_text()
     runs = []
-    async with EvaluatorPool(EvaluatorConfig(cache_dir=cache_dir), device="cuda", use_cache=False) as pool:
+    async with EvaluatorPool(config_for({}, cache_dir, "spread", setting=setting), device="cuda",
+                             use_cache=False) as pool:
         for _ in range(repeats):  # each evaluation runs in a fresh forked process: nothing carries over
             r = await pool.evaluate(problem, source)
             runs.append({"verdict": r.verdict, "reason": r.reason, "speedup": r.speedup, "runtime_ms": r.runtime_ms,
@@ -82,22 +108,45 @@ async def run_spread(cache_dir: str, repeats: int = 5) -> dict:
     return {"candidate": SPREAD_CANDIDATE.name, "runs": runs, "spread": spread}
 
 
-def markdown(rows: list[dict], spread: dict, gpu: str, total_s: float) -> str:
-    lines = [f"# Evaluator GPU corpus on {gpu}", "", f"Wall time: {total_s:.0f} s. "
-             f"{sum(r['ok'] for r in rows)}/{len(rows)} verdicts as expected.", "",
-             "| candidate | expected | got | ok | speedup | runtime ms | ref ms | n | wall s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+def summary(runs: dict[str, dict]) -> list[str]:
+    """Per containment setting: what held, wall time per candidate (pool starts apart); verdicts that differ."""
+    lines = ["| setting | containment in force | candidates | as expected | wall s | pool starts s | s per candidate |",
+             "|---|---|---|---|---|---|---|"]
+    for setting, run in runs.items():
+        rows = run["rows"]
+        held = sorted({r["sandbox"] for r in rows})
+        per = (run["wall_s"] - run["start_s"]) / max(len(rows), 1)
+        lines.append(f"| {setting} | {'; '.join(held)} | {len(rows)} | {sum(r['ok'] for r in rows)} | "
+                     f"{run['wall_s']} | {run['start_s']} | {per:.2f} |")
+    got = [{r["candidate"]: r["got"] for r in run["rows"]} for key, run in runs.items() if key != ATTACKS]
+    shared = set.intersection(*(set(g) for g in got)) if got else set()
+    differ = sorted(c for c in shared if len({g[c] for g in got}) > 1)
+    if len(got) > 1:
+        lines += ["", f"Verdicts that differ between settings ({len(shared)} candidates in all): "
+                      + (", ".join(f"{c} ({' / '.join(g[c] for g in got)})" for c in differ) or "none")]
+    return lines
+
+
+def markdown(runs: dict[str, dict], spreads: dict[str, dict], device: str, total_s: float) -> str:
+    rows = [r for run in runs.values() for r in run["rows"]]
+    lines = [f"# Evaluator corpus on {device}", "", f"Wall time: {total_s:.0f} s. "
+             f"{sum(r['ok'] for r in rows)}/{len(rows)} verdicts as expected.", "", *summary(runs), "",
+             "| setting | candidate | expected | got | ok | speedup | runtime ms | ref ms | n | wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         fmt = lambda v: "" if v is None else f"{v:.4g}"  # noqa: E731
-        lines.append(f"| {r['candidate']} | {r['expected']} | {r['got']} | {'yes' if r['ok'] else 'NO'} | "
-                     f"{fmt(r['speedup'])} | {fmt(r['runtime_ms'])} | {fmt(r['ref_eager_ms'])} | {r['timing_n']} | "
+        lines.append(f"| {r['setting']} | {r['candidate']} | {r['expected']} | {r['got']} | "
+                     f"{'yes' if r['ok'] else 'NO'} | {fmt(r['speedup'])} | {fmt(r['runtime_ms'])} | "
+                     f"{fmt(r['ref_eager_ms'])} | {r['timing_n']} | "
                      f"{r['wall_s']} |")
-    by_name = {Path(r["candidate"]).stem: r for r in rows}
-    plain, side = (by_name.get(n, {}) for n in SIDE_STREAM_PAIR)
-    spread_text = "n/a (a run was not timed)" if spread["spread"] is None else f"{100 * spread['spread']:.2f}%"
-    lines += ["", f"Side stream vs plain Triton ReLU (large): {plain.get('runtime_ms')} ms vs {side.get('runtime_ms')} ms",
-              "", f"Speedup spread of {spread['candidate']} over {len(spread['runs'])} separate evaluations: "
-              f"{spread_text}", "", "speedups: " + ", ".join(f"{x['speedup']:.4g}" for x in spread["runs"] if x["speedup"])]
+    for key, spread in spreads.items():
+        by_name = {Path(r["candidate"]).stem: r for r in runs[key]["rows"]}
+        plain, side = (by_name.get(n, {}) for n in SIDE_STREAM_PAIR)
+        spread_text = "n/a (a run was not timed)" if spread["spread"] is None else f"{100 * spread['spread']:.2f}%"
+        lines += ["", f"Setting {key}: side stream vs plain Triton ReLU (large): {plain.get('runtime_ms')} ms vs "
+                      f"{side.get('runtime_ms')} ms; speedup spread of {spread['candidate']} over "
+                      f"{len(spread['runs'])} separate evaluations: {spread_text} (speedups: "
+                      + ", ".join(f"{x['speedup']:.4g}" for x in spread["runs"] if x["speedup"]) + ")"]
     return "\n".join(lines) + "\n"
 
 
@@ -105,21 +154,40 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--workers-per-gpu", type=int, default=1, help="evaluator workers sharing the GPU (timing takes turns)")
+    parser.add_argument("--sandbox", type=lambda v: v.split(","), default=["on"], metavar="on|off[,...]",
+                        help="containment settings, each running the corpus once (on: as configured; off: none)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cpu: the CPU corpus and attacks, no timing, no spread")
     args = parser.parse_args()
+    if set(args.sandbox) - set(SANDBOX_SETTINGS):
+        parser.error(f"--sandbox takes {', '.join(SANDBOX_SETTINGS)}")
     import torch
-    if not torch.cuda.is_available():
-        print("eval_gpu_corpus: needs a CUDA GPU", file=sys.stderr)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("eval_gpu_corpus: --device cuda needs a CUDA GPU", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    gpu = torch.cuda.get_device_name(0)
+    device = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     started = time.perf_counter()
+    runs, spreads = {}, {}
     with tempfile.TemporaryDirectory(prefix="kz-eval-") as cache_dir:
-        rows = asyncio.run(run_corpus(cache_dir, args.workers_per_gpu))
-        spread = asyncio.run(run_spread(cache_dir))
+        for i, setting in enumerate(args.sandbox):
+            key = setting if args.sandbox.count(setting) == 1 else f"{setting} #{i + 1}"
+            runs[key] = asyncio.run(run_corpus(corpus(args.device), cache_dir, args.workers_per_gpu, setting,
+                                               args.device))
+            for row in runs[key]["rows"]:
+                row["setting"] = key
+            if args.device == "cuda":
+                spreads[key] = asyncio.run(run_spread(cache_dir, setting=setting))
+        runs[ATTACKS] = asyncio.run(run_corpus(attacks(), cache_dir, args.workers_per_gpu, "on", args.device))
+        for row in runs[ATTACKS]["rows"]:
+            row["setting"] = ATTACKS
     total = time.perf_counter() - started
-    (args.out / "verdicts.json").write_text(json.dumps({"gpu": gpu, "wall_s": total, "rows": rows}, indent=1))
-    (args.out / "spread.json").write_text(json.dumps(spread, indent=1))
-    text = markdown(rows, spread, gpu, total)
+    rows = [r for run in runs.values() for r in run["rows"]]
+    settings = {k: {"wall_s": v["wall_s"], "start_s": v["start_s"]} for k, v in runs.items()}
+    (args.out / "verdicts.json").write_text(json.dumps({"device": device, "wall_s": total, "settings": settings,
+                                                        "rows": rows}, indent=1))
+    (args.out / "spread.json").write_text(json.dumps(spreads, indent=1))
+    text = markdown(runs, spreads, device, total)
     (args.out / "verdicts.md").write_text(text)
     print(text)
     return 0 if all(r["ok"] for r in rows) else 1

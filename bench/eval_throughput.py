@@ -327,11 +327,12 @@ def ours_accepted(res: dict | None) -> bool:
 
 
 def ours_config(device: str, cache_dir: Path, workers_per_gpu: int = 1, slim_headers: bool = True,
-                build_workers: int = 0):
+                build_workers: int = 0, sandbox: bool = True):
     from kernelzero.config import EvaluatorConfig
 
     return EvaluatorConfig(device=device, cache_dir=str(cache_dir), workers_per_gpu=workers_per_gpu,
-                           slim_headers=slim_headers, build_workers=build_workers)
+                           slim_headers=slim_headers, build_workers=build_workers, sandbox=sandbox,
+                           require_sandbox="auto" if sandbox else False)
 
 
 # ----------------------------------------------------------------------------- report
@@ -477,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
                         "our batch once more")
     p.add_argument("--build-workers", type=lambda v: [int(x) for x in v.split(",")], default=[0], metavar="N[,N]",
                    help="CUDA builds at once (0: the evaluator's default); each value runs our batch once more")
+    p.add_argument("--sandbox", type=lambda v: v.split(","), default=["on"], metavar="on|off[,...]",
+                   help="containment of candidate processes (on: as configured, required where bwrap is found; off: "
+                        "none); each value runs our batch once more")
     p.add_argument("--dry-run", action="store_true", help="CPU plumbing check: no GPU, KernelBench not evaluated")
     p.add_argument("--prepare-kb", type=Path, metavar="CHECKOUT", help="copy KernelBench's src and problems into --kb")
     p.add_argument("--kb-commit", help="KernelBench commit to record when CHECKOUT is not a git work tree")
@@ -539,18 +543,22 @@ async def run(args) -> int:
 
 
 async def run_ours_settings(args, cands, problems, work: Path, notes: list[str], device: str) -> dict:
-    """Our batch once per (`--headers`, `--build-workers`, `--workers-per-gpu`) combination, each on cold caches;
-    the last run fills the tables."""
+    """Our batch once per (`--sandbox`, `--headers`, `--build-workers`, `--workers-per-gpu`) combination, each on
+    cold caches; the last run fills the tables."""
     ours: dict = {}
-    for headers, builds, n in itertools.product(args.headers, args.build_workers, args.workers_per_gpu):
-        run_dir = work / f"{headers}-builds-{builds}-workers-{n}"
+    for sandbox, headers, builds, n in itertools.product(args.sandbox, args.headers, args.build_workers,
+                                                         args.workers_per_gpu):
+        run_dir = work / f"sandbox-{sandbox}-{headers}-builds-{builds}-workers-{n}"
         run_dir.mkdir()
         os.environ["TRITON_CACHE_DIR"] = str(run_dir / "triton_cache")
-        config = ours_config(device, run_dir / "ours" / "cache", n, headers == "slim", builds)
+        config = ours_config(device, run_dir / "ours" / "cache", n, headers == "slim", builds, sandbox == "on")
         ours = await _ours_or_note(run_ours_batch(cands, problems, config, args.ours_cap_s), notes)
-        done = sum("verdict" in r for r in ours.get("results", {}).values())
-        notes.append(f"Ours, {headers} headers, {builds or 'default'} builds at once, {n} worker(s) per GPU: {done} "
-                     f"candidates in {ours.get('wall_s')} s, {throughput(done, ours.get('wall_s', 0.0))}/hour "
+        results = ours.get("results", {}).values()
+        done = sum("verdict" in r for r in results)
+        held = sorted({r["evidence"].get("sandbox", "") for r in results if "evidence" in r})
+        notes.append(f"Ours, containment {sandbox} ({'; '.join(held) or 'unknown'}), {headers} headers, "
+                     f"{builds or 'default'} builds at once, {n} worker(s) per GPU: {done} candidates in "
+                     f"{ours.get('wall_s')} s, {throughput(done, ours.get('wall_s', 0.0))}/hour "
                      f"(cold build, result and Triton caches); build steps: {build_steps(run_dir)}.")
     return ours
 

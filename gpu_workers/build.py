@@ -1,10 +1,14 @@
 """Build a candidate's CUDA extensions ahead of its GPU run, in a throwaway CPU process; no GPU needed, no checks made.
 
-Run as `python -m kernelzero.gpu_workers.build CANDIDATE.py EXT_DIR [--slim-headers]`: imports
-the candidate with TORCH_EXTENSIONS_DIR=EXT_DIR so `load_inline` compiles there (with lighter
-torch headers if asked, `gpu_workers/headers.py`), then prints one JSON line
-{"ok": bool, "compile_s": float, "error": str}. The GPU worker later imports the same source
-with the same directory, flags and headers, and `load_inline` finds the library already built.
+Run as `python -m kernelzero.gpu_workers.build CANDIDATE.py EXT_DIR [--slim-headers]
+[--confinement JSON]`: imports the candidate with TORCH_EXTENSIONS_DIR=EXT_DIR so `load_inline`
+compiles there (with lighter torch headers if asked, `gpu_workers/headers.py`), then prints one
+JSON line {"ok": bool, "compile_s": float, "error": str}. The GPU worker later imports the same
+source with the same directory, flags and headers, and `load_inline` finds the library already
+built. With --confinement the process first confines itself (gpu_workers/confine.py: the build
+runs candidate code, and the compiler follows candidate-controlled paths) and prints CONFINED
+before the candidate is imported, or REFUSED with what is missing and stops: whatever the
+candidate prints comes after.
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ import traceback
 
 from kernelzero.gpu_workers import headers
 
+CONFINED, REFUSED = "KZ_CONFINED", "KZ_REFUSED "
+
 
 def main(argv: list[str]) -> int:
     path, ext_dir = argv[:2]
+    if "--confinement" in argv and not _confine(argv[argv.index("--confinement") + 1], ext_dir):
+        os._exit(0)
     os.environ["TORCH_EXTENSIONS_DIR"] = ext_dir
     os.chdir(os.path.dirname(path))
     headers.use("--slim-headers" in argv[2:])
@@ -40,6 +48,23 @@ def main(argv: list[str]) -> int:
     sys.__stdout__.write("\nKZ_BUILD " + json.dumps(outcome) + "\n")
     sys.__stdout__.flush()
     os._exit(0)
+
+
+def _confine(confinement_json: str, ext_dir: str) -> bool:
+    """Confine this process to its build folder; prints CONFINED, or REFUSED with what is missing."""
+    import msgspec
+    from kernelzero.gpu_workers import confine
+    confinement = msgspec.json.decode(confinement_json, type=confine.Confinement)
+    mechanisms = confine.enter(confinement, [ext_dir], os.path.join(ext_dir, ".home"))
+    missing = confine.missing(confinement.required, mechanisms)
+    if missing:
+        in_force = confine.label(confinement.launcher, mechanisms)
+        line = REFUSED + json.dumps({"sandbox_missing": missing, "in_force": in_force})
+    else:
+        line = CONFINED
+    sys.__stdout__.write(line + "\n")
+    sys.__stdout__.flush()
+    return not missing
 
 
 def _record_builds() -> list[bool]:

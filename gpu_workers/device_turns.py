@@ -3,8 +3,10 @@
 Several workers can share a GPU (`[evaluator] workers_per_gpu`): their compiles, imports and
 correctness trials overlap, while a timed run waits until no other candidate runs on that GPU and
 holds new ones back at a gate until it is done. The turns are advisory `flock` locks in the
-temporary directory, keyed by the GPU's UUID, so every evaluator on the host takes part; the
-kernel drops them when a process dies. They do NOT keep out other programs using the GPU.
+temporary directory's `kernelzero-gpu-turns/` (bound into every worker's sandbox at the same
+path), keyed by the GPU's UUID, so every evaluator on the host takes part; the kernel drops
+them when a process dies. They do NOT keep out other programs using the GPU, nor a candidate
+that drops or takes its own process's turn.
 """
 
 from __future__ import annotations
@@ -14,10 +16,14 @@ import fcntl
 import os
 import tempfile
 
+# read once, when the worker imports this: a job's TMPDIR is its own scratch folder
+TURNS_DIR = os.path.join(tempfile.gettempdir(), "kernelzero-gpu-turns")
+
 
 class DeviceTurns:
     def __init__(self, gpu_key: str):
-        base = os.path.join(tempfile.gettempdir(), f"kernelzero-gpu-{gpu_key}")
+        os.makedirs(TURNS_DIR, exist_ok=True)
+        base = os.path.join(TURNS_DIR, gpu_key)
         self._gate = os.open(base + ".gate", os.O_RDONLY | os.O_CREAT, 0o666)
         self._turn = os.open(base + ".lock", os.O_RDONLY | os.O_CREAT, 0o666)
 

@@ -1,10 +1,14 @@
 """EvaluatorPool: one persistent worker per GPU (or one on the CPU), CUDA builds on a CPU pool, result and build caches.
 
 `await pool.evaluate(problem_src, candidate_src)` never raises for anything the candidate
-does; it raises ProblemFailed when the reference problem itself is unusable. A worker that
-dies or stops answering is replaced. Results are cached on disk by (problem hash, candidate
-hash, GPU, evaluator version, rule-relevant config); timeouts and lost workers are not cached, and
-`use_cache=False` neither reads nor writes results.
+does; it raises ProblemFailed when the reference problem itself is unusable, and
+SandboxUnavailable (at start, or if a job finds less containment than required) when
+candidate code would run less contained than `require_sandbox` asks. Workers and builds start
+in the pool's sandbox (gpu_workers/sandbox.py); every result names it in evidence["sandbox"].
+A worker that dies or stops answering is replaced. Results are cached on disk by (problem
+hash, candidate hash, GPU, evaluator version, rule-relevant config, containment), signed
+(gpu_workers/signed_cache.py: an entry that does not verify is evaluated again); timeouts and
+lost workers are not cached, and `use_cache=False` neither reads nor writes results.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import asyncio
 import hashlib
 import json
 import os
-import shutil
 import struct
 import sys
 import time
@@ -25,12 +28,15 @@ import msgspec
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import headers
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
+from kernelzero.gpu_workers.sandbox import (EXTENSIONS, TURNS_INSIDE, Sandbox, SandboxUnavailable, Workspace,
+                                            turns_dir)
+from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.static_check import check_source
 
 NOT_CACHED = {"timeout"}
 NOT_CACHED_PREFIX = ("worker_lost",)
 _CONFIG_NOT_IN_KEY = {"cache_dir", "build_workers", "workers_per_gpu", "device", "timeout_s", "compile_timeout_s",
-                      "slim_headers"}
+                      "slim_headers", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
 
 
 def sha256(text: str) -> str:
@@ -51,20 +57,23 @@ def resolve_devices(device: str, workers_per_gpu: int) -> tuple[list[str], str, 
 
 
 class _Worker:
-    """A `python -m kernelzero.gpu_workers.worker` process and its pipes; restarted when it dies or hangs."""
+    """A worker process (`python -m kernelzero.gpu_workers.worker`) in the sandbox, its pipes and workspace; restarted when lost."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, sandbox: Sandbox, workspace: Workspace):
         self.device = device
+        self.sandbox = sandbox
+        self.workspace = workspace
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
-        env = dict(os.environ)
-        env.pop("TRITON_INTERPRET", None)
-        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # device queries without cuInit: the worker stays fork-safe
-        if self.device == "cpu":
-            env["TRITON_INTERPRET"] = "1"  # must be set before the worker imports triton
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kernelzero.gpu_workers.worker", env=env,
+        env = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1",  # device queries without cuInit: the worker stays fork-safe
+               "TRITON_INTERPRET": "1" if self.device == "cpu" else None}  # read when the worker imports triton
+        confinement = [] if self.sandbox.mode == "off" else [self.sandbox.confinement_arg()]
+        cuda = self.device != "cpu"
+        turns = [(turns_dir(), TURNS_INSIDE)] if cuda else []
+        self.process = await self.sandbox.start(
+            [sys.executable, "-m", "kernelzero.gpu_workers.worker", *confinement], env=env,
+            writable=self.workspace.binds() + turns, gpu=cuda,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 26)
         ready = await asyncio.wait_for(self._receive(), timeout=300)
         if ready != b"ready":
@@ -104,6 +113,8 @@ class EvaluatorPool:
         self.device = device or self.config.device
         self.use_cache = use_cache
         self.cache_dir = Path(os.path.expanduser(self.config.cache_dir))
+        self.sandbox = Sandbox(self.config, self.cache_dir)  # probed once started
+        self._signed = SignedFiles(self.cache_dir)
         self._workers: list[_Worker] = []
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         key_fields = {k: v for k, v in msgspec.structs.asdict(self.config).items() if k not in _CONFIG_NOT_IN_KEY}
@@ -120,7 +131,9 @@ class EvaluatorPool:
         self.device_type = "cpu" if devices == ["cpu"] else "cuda"
         for sub in ("results", "builds", "scratch"):
             (self.cache_dir / sub).mkdir(parents=True, exist_ok=True)
-        self._workers = [_Worker(d) for d in devices]
+        await self.sandbox.probe()
+        scratch = self.cache_dir / "scratch"
+        self._workers = [_Worker(d, self.sandbox, Workspace(self.sandbox, scratch / uuid.uuid4().hex)) for d in devices]
         try:
             await asyncio.gather(*(w.start() for w in self._workers))
         except BaseException:
@@ -135,19 +148,22 @@ class EvaluatorPool:
 
     async def _stop(self) -> None:
         await asyncio.gather(*(w.stop() for w in self._workers))
+        for w in self._workers:
+            w.workspace.remove()
 
     # ---- caches ----
     def _result_path(self, problem_src: str, candidate_src: str) -> Path:
         key = "|".join([sha256(problem_src), sha256(candidate_src), self.gpu or "cpu", EVALUATOR_VERSION,
-                        self._config_key])
+                        self._config_key, self.sandbox.label])
         return self.cache_dir / "results" / f"{sha256(key)}.json"
 
     def _cache_get(self, path: Path) -> EvalResult | None:
-        if not self.use_cache or not path.exists():
+        payload = self._signed.read(path) if self.use_cache else None
+        if payload is None:
             return None
         try:
-            result = msgspec.json.decode(path.read_bytes(), type=EvalResult)
-        except (msgspec.DecodeError, OSError):
+            result = msgspec.json.decode(payload, type=EvalResult)
+        except msgspec.DecodeError:
             return None
         result.cached = True
         return result
@@ -155,9 +171,7 @@ class EvaluatorPool:
     def _cache_put(self, path: Path, result: EvalResult) -> None:
         if not self.use_cache or result.verdict in NOT_CACHED or result.reason.startswith(NOT_CACHED_PREFIX):
             return
-        tmp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
-        tmp.write_bytes(msgspec.json.encode(result))
-        os.replace(tmp, path)  # atomic: concurrent pools never read half a file
+        self._signed.write(path, msgspec.json.encode(result))
 
     # ---- evaluation ----
     async def evaluate(self, problem_src: str, candidate_src: str) -> EvalResult:
@@ -168,25 +182,21 @@ class EvaluatorPool:
         cached = self._cache_get(path)
         if cached is not None:
             return cached
-        scratch = self.cache_dir / "scratch" / uuid.uuid4().hex
-        scratch.mkdir(parents=True)
-        try:
-            ext_dir, slim, compile_s = "", False, 0.0
-            if self.device_type == "cuda" and ("load_inline" in candidate_src or "cpp_extension" in candidate_src):
-                ext_dir, slim, compile_s, failure = await self._build(candidate_src)
-                if failure is not None:
-                    self._cache_put(path, failure)
-                    return failure
-            result = await self._run(problem_src, candidate_src, str(scratch), ext_dir, slim)
-            result.compile_s = round(result.compile_s + compile_s, 3)
-            if ext_dir:
-                result.evidence["headers"] = headers.label(slim)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        ext_dir, slim, compile_s = "", False, 0.0
+        if self.device_type == "cuda" and ("load_inline" in candidate_src or "cpp_extension" in candidate_src):
+            ext_dir, slim, compile_s, failure = await self._build(candidate_src)
+            if failure is not None:
+                self._cache_put(path, failure)
+                return failure
+        result = await self._run(problem_src, candidate_src, ext_dir, slim)
+        result.compile_s = round(result.compile_s + compile_s, 3)
+        if ext_dir:
+            result.evidence["headers"] = headers.label(slim)
         self._cache_put(path, result)
         return result
 
     def _base(self, verdict: str, reason: str, **evidence: str) -> EvalResult:
+        evidence.setdefault("sandbox", self.sandbox.label)
         return EvalResult(verdict=verdict, reason=reason, evidence=evidence, device=self.device_type, gpu=self.gpu)
 
     def _static(self, candidate_src: str) -> EvalResult | None:
@@ -206,23 +216,27 @@ class EvaluatorPool:
         result.checks = ["static"]
         return result
 
-    async def _run(self, problem_src: str, candidate_src: str, scratch: str, ext_dir: str,
-                   slim_headers: bool = False) -> EvalResult:
+    async def _run(self, problem_src: str, candidate_src: str, ext_dir: str, slim_headers: bool = False) -> EvalResult:
         from kernelzero.gpu_workers.trial import Job
         worker = await self._idle.get()
         try:
+            scratch, extensions = await asyncio.to_thread(worker.workspace.prepare, ext_dir)
             job = Job(problem_src=problem_src, candidate_src=candidate_src, device=worker.device, scratch_dir=scratch,
-                      config=self.config, gpu=self.gpu, extensions_dir=ext_dir, arch_list=self.arch,
+                      config=self.config, gpu=self.gpu, extensions_dir=extensions, arch_list=self.arch,
                       slim_headers=slim_headers)
             answer = await worker.run(msgspec.msgpack.encode(job), self.config.timeout_s)
         finally:
+            worker.workspace.clear()  # the worker killed what the job started before it answered
             self._idle.put_nowait(worker)
         if answer is None:
             return self._base("runtime_error", "worker_lost", detail="the worker died or stopped answering; replaced")
         outcome = msgspec.msgpack.decode(answer)
+        if isinstance(outcome, dict) and "sandbox_missing" in outcome:
+            raise SandboxUnavailable(f"{self.sandbox.refusal(outcome['sandbox_missing'])} (this job: {outcome['in_force']})")
         if isinstance(outcome, dict) and "problem_error" in outcome:
             raise ProblemFailed(outcome["problem_error"], outcome.get("detail", ""))
         result = msgspec.convert(outcome, EvalResult)
+        result.evidence["sandbox"] = self.sandbox.label
         if "static" not in result.checks and self.config.static_checks:
             result.checks = ["static", *result.checks]
         return result
@@ -234,20 +248,25 @@ class EvaluatorPool:
         headers as written; the failure reported is the last build's, its headers named.
         """
         import torch
+        # the sandbox's mode is in the key: a build inside bwrap sits at /kz/ext, one outside at its host path
         flags = "|".join([candidate_src, torch.__version__, str(torch.version.cuda), self.arch,
-                          f"slim={self.config.slim_headers}"])
+                          f"slim={self.config.slim_headers}", f"sandbox={self.sandbox.mode}"])
         ext_dir = self.cache_dir / "builds" / sha256(flags)[:24]
-        if (ext_dir / "ok").exists():
-            return str(ext_dir), (ext_dir / "ok").read_text() == "slim", 0.0, None
+        # the mark of a finished build lies beside its folder, signed: the build itself could write in the folder
+        marker = ext_dir.with_name(ext_dir.name + ".ok")
+        built = self._signed.read(marker)
+        if built is not None:
+            return str(ext_dir), built == b"slim", 0.0, None
         ext_dir.mkdir(parents=True, exist_ok=True)
         src_path = ext_dir / "kz_candidate.py"
         src_path.write_text(candidate_src)
+        self.sandbox.own(ext_dir)
         spent = 0.0
         for slim in ([True, False] if self.config.slim_headers else [False]):
             outcome = await self._build_once(src_path, ext_dir, slim)
             spent += outcome["compile_s"]
             if outcome["ok"]:
-                (ext_dir / "ok").write_text("slim" if slim else "full")
+                self._signed.write(marker, b"slim" if slim else b"full")
                 return str(ext_dir), slim, round(spent, 3), None
             if outcome.get("timeout") or not headers.may_need_full_headers(outcome["error"] + outcome.get("log", "")):
                 break
@@ -258,16 +277,18 @@ class EvaluatorPool:
         return "", False, 0.0, failure
 
     async def _build_once(self, src_path: Path, ext_dir: Path, slim: bool) -> dict:
-        """One build process's outcome: {"ok", "error", "compile_s"}, plus "timeout" or "log"."""
-        env = {**os.environ, "TORCH_CUDA_ARCH_LIST": self.arch, "MAX_JOBS": str(self._build_jobs),
-               "CUDA_VISIBLE_DEVICES": ""}
-        env.pop("TRITON_INTERPRET", None)
-        argv = [sys.executable, "-m", "kernelzero.gpu_workers.build", str(src_path), str(ext_dir),
-                *(["--slim-headers"] if slim else [])]
+        """One build process's outcome: {"ok", "error", "compile_s"}, plus "timeout" or "log"; may raise SandboxUnavailable."""
+        env = {"TORCH_CUDA_ARCH_LIST": self.arch, "MAX_JOBS": str(self._build_jobs), "CUDA_VISIBLE_DEVICES": "",
+               "TRITON_INTERPRET": None}
+        inside = EXTENSIONS if self.sandbox.mode == "bwrap" else str(ext_dir)
+        confinement = [] if self.sandbox.mode == "off" else ["--confinement", self.sandbox.confinement_arg()]
+        argv = [sys.executable, "-m", "kernelzero.gpu_workers.build", os.path.join(inside, src_path.name), inside,
+                *(["--slim-headers"] if slim else []), *confinement]
         async with self._builds:
             started = time.perf_counter()
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True)
+            proc = await self.sandbox.start(argv, env=env, writable=[(str(ext_dir), EXTENSIONS)],
+                                            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                                            start_new_session=True)
             try:
                 out, _ = await asyncio.wait_for(proc.communicate(), timeout=self.config.compile_timeout_s)
             except asyncio.TimeoutError:
@@ -278,6 +299,11 @@ class EvaluatorPool:
         elapsed = time.perf_counter() - started
         text = out.decode(errors="replace")
         marker = text.rfind("KZ_BUILD ")
+        from kernelzero.gpu_workers.build import CONFINED, REFUSED  # not at the top: build.py runs with -m
+        refused, confined = text.find(REFUSED), text.find(CONFINED)
+        if self.sandbox.mode != "off" and refused >= 0 and not 0 <= confined < refused:  # printed before candidate code
+            missing = json.loads(text[refused + len(REFUSED):].splitlines()[0])
+            raise SandboxUnavailable(f"{self.sandbox.refusal(missing['sandbox_missing'])} (this build: {missing['in_force']})")
         outcome = json.loads(text[marker + 9:].splitlines()[0]) if marker >= 0 else {"ok": False, "error": text[-3000:]}
         outcome["log"] = text[-2000:]
         outcome.setdefault("compile_s", elapsed)

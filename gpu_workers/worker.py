@@ -1,9 +1,15 @@
 """The per-device worker: a long-lived process that never runs candidate code itself; each job runs in a fresh fork of it.
 
 The worker imports torch and Triton once (its parent sets TRITON_INTERPRET=1 for the CPU path) and never
-initialises CUDA, so forking it is safe and cheap. Each job's child gets its own session
-(killed as a group), resource limits and a scratch directory; a timeout kills it, and a crash,
-abort or exit without a result becomes a verdict. Nothing a candidate does survives its job.
+initialises CUDA, so forking it is safe and cheap. Each job's child gets its own session,
+resource limits and a scratch directory, and with a CONFINEMENT argument confines itself
+(gpu_workers/confine.py: the candidate's uid, Landlock, seccomp) before candidate code exists in
+it; a job that would run with less than the required containment is refused. A timeout kills
+it, and a crash, abort or exit without a result becomes a verdict. The worker is the subreaper
+of everything a job starts, and kills all of it (orphans and new sessions included) before it
+answers: no process a candidate starts outlives its job.
+
+Run as `python -m kernelzero.gpu_workers.worker [CONFINEMENT_JSON]` (gpu_workers/pool.py does).
 """
 
 from __future__ import annotations
@@ -15,16 +21,22 @@ import os
 import resource
 import select
 import signal
+import struct
 import time
 
 import msgspec
 
 from kernelzero.gpu_workers.result import EvalResult
 
+_PR_SET_CHILD_SUBREAPER = 36
 
-def serve_worker() -> None:
-    """Entry point (`python -m kernelzero.gpu_workers.worker`): length-prefixed msgpack Jobs on stdin, outcomes on stdout."""
-    import struct
+
+def serve_worker(argv: list[str]) -> None:
+    """Entry point: length-prefixed msgpack Jobs on stdin, outcomes on stdout."""
+    from kernelzero.gpu_workers import confine
+    confinement = msgspec.json.decode(argv[0], type=confine.Confinement) if argv else None
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
     channel_in = os.fdopen(os.dup(0), "rb", buffering=0)
     channel_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # stray prints (torch warnings, a candidate's output) never corrupt the channel
@@ -48,7 +60,7 @@ def serve_worker() -> None:
         body = _read_exact(channel_in, struct.unpack("!I", head)[0])
         if body is None:
             return
-        send(run_forked(msgspec.msgpack.decode(body, type=trial.Job)))
+        send(run_forked(msgspec.msgpack.decode(body, type=trial.Job), confinement))
 
 
 def _read_exact(stream, n: int) -> bytes | None:
@@ -61,7 +73,7 @@ def _read_exact(stream, n: int) -> bytes | None:
     return data
 
 
-def run_forked(job) -> bytes:
+def run_forked(job, confinement=None) -> bytes:
     from kernelzero.gpu_workers import trial
     token = os.urandom(32)  # lives only in this frame: the result is signed with it
     read_fd, write_fd = os.pipe()
@@ -71,28 +83,32 @@ def run_forked(job) -> bytes:
         code = 0
         try:
             _close_inherited_fds(write_fd)
-            _enter_sandbox(job)
-            payload = trial.run_job(job)
-            _write_all(write_fd, hmac.new(token, payload, hashlib.sha256).digest() + payload)
+            os.setsid()  # own process group: a timeout kills what the candidate started
+            payload = _confine(job, confinement) if confinement is not None else None
+            if payload is None:
+                _prepare_job(job)
+                payload = trial.run_job(job)
+            mac = hmac.new(token, payload, hashlib.sha256).digest()
+            _write_all(write_fd, struct.pack("!I", len(payload)) + mac + payload)
         except BaseException:  # noqa: BLE001  (the child must always reach os._exit)
             code = 70
         finally:
             os._exit(code)
     os.close(write_fd)
-    data, timed_out = _read_until(read_fd, time.monotonic() + job.config.timeout_s)
+    data, timed_out = _read_result(read_fd, pid, time.monotonic() + job.config.timeout_s)
     os.close(read_fd)
     if timed_out:
         _kill_group(pid)
     _, status = os.waitpid(pid, 0)
-    _kill_group(pid)  # leftovers the candidate may have started
+    _kill_descendants()  # what the candidate started, in any session
     device = "cuda" if job.device.startswith("cuda") else "cpu"
     stderr = _tail(os.path.join(job.scratch_dir, "output.log"))
     if timed_out:
         return _encode(EvalResult(verdict="timeout", reason="timeout", device=device, gpu=job.gpu,
                                   evidence={"timeout_s": str(job.config.timeout_s), "output": stderr}))
     if data:
-        mac, payload = data[:32], data[32:]
-        if not hmac.compare_digest(mac, hmac.new(token, payload, hashlib.sha256).digest()):
+        size, mac, payload = _frame_size(data), data[4:36], data[36:]
+        if len(payload) != size or not hmac.compare_digest(mac, hmac.new(token, payload, hashlib.sha256).digest()):
             return _encode(EvalResult(verdict="rejected", reason="forged_result", device=device, gpu=job.gpu,
                                       evidence={"detail": "the result channel held bytes the evaluator did not sign"}))
         return payload
@@ -114,9 +130,23 @@ def _close_inherited_fds(keep: int) -> None:
     os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
-def _enter_sandbox(job) -> None:
-    os.setsid()  # own process group: a timeout kills everything the candidate started
-    log = os.open(os.path.join(job.scratch_dir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def _confine(job, confinement) -> bytes | None:
+    """Confine this job's process; a refusal to send instead of a result where required containment is missing."""
+    from kernelzero.gpu_workers import confine, device_turns
+    writable = [p for p in (job.scratch_dir, job.extensions_dir) if p]
+    if job.device.startswith("cuda"):
+        writable.append(device_turns.TURNS_DIR)
+    mechanisms = confine.enter(confinement, writable, job.scratch_dir)
+    missing = confine.missing(confinement.required, mechanisms)
+    if not missing:
+        return None
+    in_force = confine.label(confinement.launcher, mechanisms)
+    return msgspec.msgpack.encode({"sandbox_missing": missing, "in_force": in_force})
+
+
+def _prepare_job(job) -> None:
+    # readable by the worker, which may run as another uid than the candidate
+    log = os.open(os.path.join(job.scratch_dir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
@@ -151,19 +181,46 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return b"".join(chunks), True
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            continue
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks), False
-        chunks.append(chunk)
+def _frame_size(data: bytes) -> int:
+    """The payload size a result frame announces (length, 32-byte MAC, payload); -1 before 4 bytes came."""
+    return struct.unpack("!I", data[:4])[0] if len(data) >= 4 else -1
+
+
+def _read_result(fd: int, pid: int, deadline: float) -> tuple[bytes, bool]:
+    """(what the job's child sent, timed out?): done once its frame is complete or the child is gone.
+
+    Not at end of file: processes the candidate forked hold the pipe open too.
+    """
+    data = b""
+    child = os.pidfd_open(pid)
+    try:
+        while not 0 <= _frame_size(data) <= len(data) - 36:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return data, True
+            ready, _, _ = select.select([fd, child], [], [], left)
+            if fd in ready:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                data += chunk
+            elif child in ready:  # exited: what it sent is in the pipe already
+                os.set_blocking(fd, False)
+                data += _drain(fd)
+                break
+    finally:
+        os.close(child)
+    return data, False
+
+
+def _drain(fd: int) -> bytes:
+    data = b""
+    try:
+        while chunk := os.read(fd, 1 << 20):
+            data += chunk
+    except BlockingIOError:
+        pass
+    return data
 
 
 def _kill_group(pid: int) -> None:
@@ -171,6 +228,51 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _kill_descendants() -> None:
+    """SIGKILL every process below this worker and reap it, until none is left (orphans come to us: subreaper)."""
+    me = os.getpid()
+    while True:
+        victims = _descendants(me)
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        _reap()
+        if not victims:
+            return
+        time.sleep(0.001)  # killed processes take a moment to exit and reach us as orphans
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # exited meanwhile
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def _tail(path: str, limit: int = 1500) -> str:
@@ -188,4 +290,5 @@ def _encode(result: EvalResult) -> bytes:
 
 
 if __name__ == "__main__":
-    serve_worker()
+    import sys
+    serve_worker(sys.argv[1:])

@@ -69,6 +69,22 @@ class EvaluatorConfig(Section):
     timing_input_sets: int = 4  # input sets rotated between timed calls
     physical_slack: float = 0.5  # reject runtimes below this share of the bytes/bandwidth, flops/peak bound
     gpu_memory_fraction: float = 0.9  # per-candidate cap on the GPU's memory (torch caching allocator)
+    # containment of candidate processes (gpu_workers/sandbox.py, confine.py; docs/evaluator.md, Containment)
+    sandbox: bool = True  # off only to measure what containment costs; needs require_sandbox = false
+    require_sandbox: bool | Literal["auto"] = "auto"  # auto: required wherever bwrap is found
+    bwrap: str = ""  # path to bubblewrap; empty: `bwrap` on PATH, then .sandbox-tools/bwrap in the project
+    candidate_uid: int = 65534  # host uid (and gid) candidate code runs as when the evaluator runs as root
+    max_processes: int = 1024  # RLIMIT_NPROC of a candidate's uid (threads count too)
+    max_open_files: int = 4096  # RLIMIT_NOFILE of a candidate process
+    sandbox_binds: list[str] = []  # extra host paths candidate processes see, read-only
+
+    def __post_init__(self) -> None:
+        if not self.sandbox and self.require_sandbox is not False:
+            raise ValueError("evaluator sandbox = false needs require_sandbox = false (it is "
+                             f"{self.require_sandbox!r}): containment is required otherwise")
+        if self.candidate_uid <= 0 or self.max_processes < 1 or self.max_open_files < 16:
+            raise ValueError("evaluator candidate_uid must be a uid other than root, max_processes at least 1 "
+                             "and max_open_files at least 16")
 
 
 class GenerationConfig(Section):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install KernelZero with its test dependencies into it.
+# Create .venv (if missing) and install KernelZero with its test dependencies into it; as root, install bubblewrap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -11,4 +11,17 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
+fi
+# bubblewrap contains candidate code (docs/evaluator.md, Containment); without it the sandbox tests skip
+if ! command -v bwrap >/dev/null 2>&1 && [ -x .sandbox-tools/bwrap ]; then
+  :  # carried with the checkout (scripts/sandbox_tools.sh): gpu_workers/sandbox.py finds it there
+elif ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; } \
+      || true
+  fi
+  command -v bwrap >/dev/null 2>&1 \
+    || echo "setup: bubblewrap (bwrap) is not installed and could not be: candidate code runs without namespaces and the sandbox tests skip; install it (as root: apt-get install bubblewrap)" >&2
 fi

@@ -1,0 +1,399 @@
+"""How processes that run candidate code (workers, builds) start: in bubblewrap, what bound where; not what they do inside.
+
+A worker (one per GPU, persistent) and each CUDA build start inside `bwrap` with their own
+user, network, PID, IPC, UTS and cgroup namespaces and a file system made of read-only binds:
+the system folders, the Python installation and the project's package folders, plus `/proc`,
+a minimal `/dev` (and the NVIDIA device files for a GPU worker), `/sys` read-only, and an empty
+`/tmp`. The only host folder it can write is its own: a worker's folder of this cache's
+`scratch/` at `/kz` (the job's scratch at `/kz/job`, a copy of the job's CUDA extensions at
+`/kz/ext`), a build's own build folder at `/kz/ext`. The cache (results, builds, key), the log,
+checkpoints and home are not there. The environment is cut to what compilers and CUDA read.
+
+When the evaluator runs as root it writes the user namespace's maps itself (bwrap
+`--userns-block-fd`): ns uid 0 is the evaluator (keeping CAP_SETUID, CAP_SETGID and CAP_KILL
+within the namespace), ns uid 1000 is `candidate_uid` on the host, which candidate code takes
+before it runs (gpu_workers/confine.py), so RLIMIT_NPROC binds it and it cannot touch the worker.
+Without root, bwrap maps the user's own uid and candidate and worker share it.
+
+`Sandbox.probe` starts a process in it as a candidate's would start and reads back what is in
+force; where `require_sandbox` asks for more it raises SandboxUnavailable naming each mechanism
+that is missing (`python -m kernelzero.gpu_workers.probe` prints what holds on this machine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import msgspec
+
+from kernelzero.config import EvaluatorConfig
+from kernelzero.gpu_workers import confine
+
+TOOLS_DIR = Path(__file__).resolve().parents[1] / ".sandbox-tools"  # bwrap (and lib/) carried with a checkout
+INSIDE_ID = 1000  # the candidate's uid and gid in the sandbox's user namespace
+WORKER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")  # within the namespace: take the candidate's uid, kill it
+AREA, JOB, EXTENSIONS, SHARED_MEMORY = "/kz", "/kz/job", "/kz/ext", "/dev/shm"
+TURNS_INSIDE = "/tmp/kernelzero-gpu-turns"  # gpu_workers/device_turns.py's folder, as a worker sees it
+PACKAGES = ("kernelzero", "kernelzero.gpu_workers", "kernelzero.schemas")  # what workers and builds import of ours
+SYSTEM_TOP = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_BOUND = ("/usr", "/etc", "/sys", *SYSTEM_TOP)  # host folders bound whole: what lies below them exists
+
+
+class SandboxUnavailable(RuntimeError):
+    """Candidate code would run without containment `require_sandbox` asks for; the message names what is missing."""
+
+
+def find_bwrap(setting: str) -> str | None:
+    """The configured bwrap, else `bwrap` on PATH, else the project's .sandbox-tools/bwrap."""
+    if setting:
+        return shutil.which(setting)
+    return shutil.which("bwrap") or shutil.which(str(TOOLS_DIR / "bwrap"))
+
+
+class Sandbox:
+    """The launcher of one EvaluatorPool: its mode ("bwrap", "none": no bubblewrap, "off"), and what holds in it."""
+
+    def __init__(self, config: EvaluatorConfig, cache_dir: Path):
+        self.config = config
+        self.cache_dir = cache_dir
+        self.bwrap = find_bwrap(config.bwrap) if config.sandbox else None
+        self.mode = "off" if not config.sandbox else ("bwrap" if self.bwrap else "none")
+        # root can map a second uid into bwrap's user namespace; without bwrap the candidate keeps the evaluator's
+        # (the scratch folder and the Python installation may not be reachable for another uid)
+        self.maps_candidate = self.mode == "bwrap" and os.geteuid() == 0
+        self.version = _bwrap_version(self.bwrap) if self.bwrap else ""
+        self.required: list[str] = list(confine.REQUIRED) if config.require_sandbox is True or (
+            config.require_sandbox == "auto" and self.mode == "bwrap") else []
+        self.mechanisms: list[str] = []  # known once probed
+
+    async def probe(self) -> None:
+        """Start a process as a candidate's starts, read back what holds; SandboxUnavailable where it is not enough."""
+        if self.mode == "none" and self.config.require_sandbox is True:
+            looked = f"[evaluator] bwrap = {self.config.bwrap!r} is not an executable" if self.config.bwrap \
+                else f"no bwrap on PATH nor at {TOOLS_DIR / 'bwrap'}"
+            raise SandboxUnavailable(
+                f"require_sandbox = true, but bubblewrap was not found ({looked}): install it (apt-get install "
+                "bubblewrap; scripts/setup.sh does as root) or carry it in .sandbox-tools (scripts/sandbox_tools.sh)")
+        if self.mode == "off":
+            return
+        try:
+            self.mechanisms = await self._probe()
+        except SandboxUnavailable as exc:
+            if self.required:
+                raise SandboxUnavailable(f"{exc}; {self._requirement()}: set require_sandbox = false to evaluate "
+                                         "without bubblewrap") from None
+            print(f"evaluator: {exc}; evaluating without bubblewrap", file=sys.stderr)
+            self.bwrap, self.mode, self.maps_candidate, self.version = None, "none", False, ""
+            self.mechanisms = await self._probe()
+        missing = confine.missing(self.required, self.mechanisms)
+        if missing:
+            raise SandboxUnavailable(self.refusal(missing))
+        if self.mode == "none":
+            print(f"evaluator: bubblewrap not found: candidate code runs without namespaces ({self.label}); "
+                  "install bubblewrap to contain it", file=sys.stderr)
+
+    @property
+    def launcher(self) -> str:
+        return f"bwrap {self.version}".strip() if self.mode == "bwrap" else self.mode
+
+    @property
+    def label(self) -> str:
+        """What evidence says about containment: `bwrap 0.8.0: net,mount,pid,...`, `none: ...` or `off`."""
+        return "off" if self.mode == "off" else confine.label(self.launcher, self.mechanisms)
+
+    def _requirement(self) -> str:
+        return "bwrap was found, so [evaluator] require_sandbox = auto requires it" \
+            if self.config.require_sandbox == "auto" else "[evaluator] require_sandbox = true"
+
+    def refusal(self, missing: list[str]) -> str:
+        return (f"{self._requirement()}, but candidate processes would run without: "
+                + "; ".join(f"{name} ({confine.MECHANISMS[name]})" for name in missing)
+                + f". In force: {self.label}. Set require_sandbox = false to evaluate with what is in force.")
+
+    def confinement(self) -> confine.Confinement:
+        """What candidate processes apply to themselves (gpu_workers/confine.py)."""
+        return confine.Confinement(launcher=self.launcher, switch_id=INSIDE_ID if self.maps_candidate else -1,
+                                   max_processes=self.config.max_processes,
+                                   max_open_files=self.config.max_open_files, required=self.required,
+                                   also_writable=[SHARED_MEMORY] if self.mode == "bwrap" else [],
+                                   evaluator=confine.Vantage.here())
+
+    def confinement_arg(self) -> str:
+        return msgspec.json.encode(self.confinement()).decode()
+
+    def own(self, path: Path) -> None:
+        """Hand a folder (and what is in it) to the candidate's host uid, where the evaluator maps one."""
+        if not self.maps_candidate:
+            return
+        uid = self.config.candidate_uid
+        os.chown(path, uid, uid)
+        for root, dirs, files in os.walk(path):
+            for name in dirs + files:
+                os.chown(os.path.join(root, name), uid, uid, follow_symlinks=False)
+
+    # ---- starting processes ----
+    async def start(self, command: list[str], *, writable: list[tuple[str, str]], gpu: bool = False,
+                    env: dict[str, str | None] | None = None, **kwargs) -> asyncio.subprocess.Process:
+        """`command` in the sandbox, host folders `writable` bound read-write at their inside paths.
+
+        `env` sets (None: removes) variables of the environment the sandbox passes on; the other
+        keyword arguments go to asyncio.create_subprocess_exec.
+        """
+        env = self._environment(env or {})
+        if self.mode != "bwrap":
+            return await asyncio.create_subprocess_exec(*command, env=env, **kwargs)
+        args = self._bwrap_args(writable, gpu, env)
+        if not self.maps_candidate:
+            return await asyncio.create_subprocess_exec(self.bwrap, *args, "--", *command, env=self._bwrap_env(env),
+                                                        **kwargs)
+        return await self._start_mapped(args, command, env, **kwargs)
+
+    async def _start_mapped(self, args: list[str], command: list[str], env: dict[str, str],
+                            **kwargs) -> asyncio.subprocess.Process:
+        """bwrap waits (--userns-block-fd) while we write a two-uid map: the evaluator as 0, the candidate as INSIDE_ID."""
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self.bwrap, "--userns-block-fd", str(block_r), "--info-fd", str(info_w), *args, "--", *command,
+                env=self._bwrap_env(env), pass_fds=(block_r, info_w), **kwargs)
+        finally:
+            os.close(info_w)
+            os.close(block_r)
+        try:
+            info = await asyncio.to_thread(_read_all, info_r)
+            if info:  # empty: bwrap failed before it cloned; its exit status and stderr tell why
+                child = json.loads(info)["child-pid"]
+                candidate = self.config.candidate_uid
+                _write(f"/proc/{child}/uid_map", f"0 {os.getuid()} 1\n{INSIDE_ID} {candidate} 1\n")
+                _write(f"/proc/{child}/gid_map", f"0 {os.getgid()} 1\n{INSIDE_ID} {candidate} 1\n")
+                os.write(block_w, b"1")
+        except OSError as exc:
+            proc.kill()
+            await proc.wait()
+            raise SandboxUnavailable(f"could not map candidate_uid {self.config.candidate_uid} into the sandbox's "
+                                     f"user namespace: {exc}") from None
+        finally:
+            os.close(info_r)
+            os.close(block_w)
+        return proc
+
+    def _environment(self, changes: dict[str, str | None]) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.mode != "off":
+            env = {k: v for k, v in env.items() if confine.env_allowed(k)}
+        if self.mode == "bwrap":
+            env.update(HOME="/tmp", TMPDIR="/tmp")  # the sandbox's own, empty /tmp
+        for name, value in changes.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        return env
+
+    def _bwrap_env(self, env: dict[str, str]) -> dict[str, str]:
+        """bwrap's own environment: `env`, plus its carried libraries (the sandbox gets `env` back, _bwrap_args)."""
+        return {**env, **_lib_path(self.bwrap)}
+
+    def _bwrap_args(self, writable: list[tuple[str, str]], gpu: bool, env: dict[str, str]) -> list[str]:
+        args = ["--unshare-user", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+                "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "kernelzero",
+                "--chdir", "/"]
+        if self.maps_candidate:
+            args += ["--cap-drop", "ALL", *[a for cap in WORKER_CAPS for a in ("--cap-add", cap)]]
+        if _lib_path(self.bwrap):
+            args += ["--setenv", "LD_LIBRARY_PATH", env["LD_LIBRARY_PATH"]] if "LD_LIBRARY_PATH" in env \
+                else ["--unsetenv", "LD_LIBRARY_PATH"]
+        args += _system_mounts()
+        read_only = read_only_paths(self.config.sandbox_binds)
+        cache = str(self.cache_dir.resolve())
+        masked = [cache] if any(_within(cache, path) for path in read_only) else []
+        for folder in _folders_above([*read_only, *(inside for _, inside in writable)]):
+            args += ["--perms", "0755", "--dir", folder]  # bwrap would make them 0700: the candidate's uid must pass
+        for path in read_only:
+            args += ["--ro-bind", path, path]
+        for path in masked:
+            args += ["--tmpfs", path]  # a read-only bind above the cache must not show it
+        for device in (gpu_devices() if gpu else []):
+            args += ["--dev-bind", device, device]
+        for host, inside in writable:
+            args += ["--bind", host, inside]
+        return args
+
+    # ---- the probe ----
+    async def _probe(self) -> list[str]:
+        area = Workspace(self, self.cache_dir / "scratch" / f"probe-{uuid.uuid4().hex}")
+        try:
+            scratch, _ = area.prepare("")
+            proc = await self.start([sys.executable, "-m", "kernelzero.gpu_workers.probe", self.confinement_arg(),
+                                     scratch], writable=area.binds(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            out, err = await proc.communicate()
+        finally:
+            area.remove()
+        if proc.returncode != 0:
+            raise SandboxUnavailable(f"the sandbox did not start ({self.launcher}, exit status {proc.returncode}): "
+                                     f"{err.decode(errors='replace').strip()[-1500:]}")
+        return json.loads(out.decode().strip().splitlines()[-1])
+
+
+class Workspace:
+    """One worker's folder on the host: a scratch folder per job and a copy of the job's CUDA extensions.
+
+    Inside bubblewrap the worker sees it at /kz, so every job has the same paths (/kz/job,
+    /kz/ext) and a build made at /kz/ext loads without a rebuild. Elsewhere paths are the host's
+    and the extensions are used where they were built.
+    """
+
+    def __init__(self, sandbox: Sandbox, root: Path):
+        self.sandbox = sandbox
+        self.root = root
+        (root / "shm").mkdir(parents=True, exist_ok=True)  # bound as it is: emptied between jobs, never replaced
+
+    def binds(self) -> list[tuple[str, str]]:
+        """The worker's folder at /kz, and its shm/ as /dev/shm (POSIX shared memory, semaphores): the job's own."""
+        return [(str(self.root), AREA), (str(self.root / "shm"), SHARED_MEMORY)]
+
+    def prepare(self, build_dir: str) -> tuple[str, str]:
+        """(scratch, extensions dir) as the job sees them; the scratch is new and the candidate's."""
+        self.clear()
+        job = self.root / "job"
+        job.mkdir()
+        self.sandbox.own(job)
+        self.sandbox.own(self.root / "shm")
+        if self.sandbox.mode != "bwrap":
+            return str(job), build_dir
+        if not build_dir:
+            return JOB, ""
+        # a copy, not a bind: load_inline writes (a lock file) into its build folder, and the cached one stays as built
+        shutil.copytree(build_dir, self.root / "ext", symlinks=True, ignore=shutil.ignore_patterns(".home"))
+        self.sandbox.own(self.root / "ext")
+        return JOB, EXTENSIONS
+
+    def clear(self) -> None:
+        for sub in ("job", "ext"):
+            shutil.rmtree(self.root / sub, ignore_errors=True)
+        for entry in (self.root / "shm").iterdir():
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def turns_dir() -> str:
+    """The host folder of gpu_workers/device_turns.py's locks, open to every uid (candidates take turns too)."""
+    path = os.path.join(tempfile.gettempdir(), "kernelzero-gpu-turns")
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, 0o1777)
+    return path
+
+
+def read_only_paths(extra: list[str]) -> list[str]:
+    """Host paths bound read-only beyond the system folders: Python, the Python path, our packages, CUDA, `extra`.
+
+    A source checkout on the Python path (it holds our package folders and a pyproject.toml or
+    .git) is replaced by the package folders alone: its runs/, logs and checkpoints stay out.
+    The home folder and its ancestors are never bound whole.
+    """
+    packages = _package_dirs()
+    home = os.path.expanduser("~")
+    paths = [sys.base_prefix, sys.prefix, sys.exec_prefix, *packages, *_cuda_dirs(), *extra]
+    for entry in sys.path:
+        if not entry or not os.path.exists(entry) or _within(home, entry):
+            continue
+        checkout = any(_within(p, entry) for p in packages) and \
+            (os.path.exists(os.path.join(entry, "pyproject.toml")) or os.path.exists(os.path.join(entry, ".git")))
+        if not checkout:
+            paths.append(entry)
+    kept: list[str] = []
+    for path in sorted({os.path.abspath(p) for p in paths if os.path.exists(p)}, key=len):
+        if not any(_within(path, k) for k in [*kept, "/usr", "/etc"]):
+            kept.append(path)
+    return kept
+
+
+def gpu_devices() -> list[str]:
+    """The NVIDIA device files (and /dev/nvidia-caps) that exist here."""
+    return sorted(glob.glob("/dev/nvidia*"))
+
+
+def _system_mounts() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    for top in SYSTEM_TOP:
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    return args + ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev",
+                   "--perms", "0755", "--tmpfs", "/tmp"]
+
+
+def _folders_above(paths: list[str]) -> list[str]:
+    """Folders on the way to `paths` that the sandbox must make, parents first: not /, /tmp, or below a bind."""
+    bound = [*SYSTEM_BOUND, *paths]
+    above = set()
+    for path in paths:
+        parent = os.path.dirname(os.path.abspath(path))
+        while parent not in ("/", "/tmp") and not any(_within(parent, b) for b in bound):
+            above.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(above)
+
+
+def _package_dirs() -> list[str]:
+    dirs = []
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        dirs += list(spec.submodule_search_locations or []) if spec else []
+    return dirs
+
+
+def _cuda_dirs() -> list[str]:
+    dirs = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        dirs.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    return [d for d in dirs if d]
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or lies beneath it."""
+    path, folder = os.path.abspath(path), os.path.abspath(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _bwrap_version(bwrap: str) -> str:
+    try:
+        out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10,
+                             env={**os.environ, **_lib_path(bwrap)})
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip().split()[-1] if out.returncode == 0 and out.stdout.strip() else ""
+
+
+def _lib_path(bwrap: str) -> dict[str, str]:
+    """LD_LIBRARY_PATH for a bwrap carried with its libraries in lib/ beside it (scripts/sandbox_tools.sh)."""
+    libs = Path(bwrap).resolve().parent / "lib"
+    return {"LD_LIBRARY_PATH": str(libs)} if libs.is_dir() else {}
+
+
+def _read_all(fd: int) -> bytes:
+    data = b""
+    while chunk := os.read(fd, 4096):
+        data += chunk
+    return data
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+

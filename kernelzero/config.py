@@ -137,6 +137,7 @@ class CoderConfig(GenerationConfig):
 class ProposerConfig(GenerationConfig):
     backend: Literal["synth", "transformers", "vllm", "openai"] = "synth"
     api_set_size: int = 3
+    min_api_set_size: int = 0  # sets get a size drawn uniformly from [this, api_set_size]; 0 = api_set_size always
     scale: float = 1.0  # problem size: 1 = GPU-sized (~2**26 elements); the CPU demo uses ~2**-13
     explore: float = 0.2  # share of API draws spread by inverse attempts (rarely tried APIs first)
     batch: int = 8  # modules proposed per round
@@ -149,6 +150,7 @@ class ProposerConfig(GenerationConfig):
     def rules(self) -> dict[str, tuple[bool, str]]:
         return super().rules() | {
             "api_set_size": _at_least(self.api_set_size, 1),
+            "min_api_set_size": (0 <= self.min_api_set_size <= self.api_set_size, "must be in [0, api_set_size]"),
             "scale": _positive(self.scale),
             "explore": _fraction(self.explore),
             "batch": _at_least(self.batch, 1),

@@ -95,8 +95,10 @@ class Proposer:
     def draw(self) -> list[str]:
         """An API set from the sampler that is not excluded (held out); ValueError when none comes in many draws."""
         excluded = set(self.config.exclude_sets)
+        smallest, largest = self.config.min_api_set_size or self.config.api_set_size, self.config.api_set_size
         for _ in range(_SET_TRIES):
-            apis = self.sampler.sample(self.config.api_set_size)
+            size = self.sampler.rng.randint(smallest, largest) if smallest < largest else largest
+            apis = self.sampler.sample(size)
             if api_set_key(apis) not in excluded:
                 return apis
         raise ValueError(f"[proposer] exclude_sets excludes every API set drawn in {_SET_TRIES} tries")

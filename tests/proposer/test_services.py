@@ -115,3 +115,14 @@ async def test_llm_proposals_from_a_real_model_are_trainable_and_follow_new_weig
         assert event.envelope.policy_version == 1, "the newest proposer weights whose hash verifies"
         assert trainable(event.payload) and event.payload.temperature == 0.8
         assert len(event.payload.prompt_token_ids) > 100 and len(event.payload.token_ids) == len(event.payload.logprobs)
+
+
+async def test_set_sizes_vary_in_their_range_and_excluded_sets_are_never_proposed():
+    pool = ["torch.relu", "torch.sigmoid", "torch.abs"]
+    excluded = ["torch.abs + torch.relu", "torch.sigmoid"]
+    config = ProposerConfig(scale=SMALL, api_set_size=2, min_api_set_size=1, apis=pool, exclude_sets=excluded, seed=3)
+    events = await Proposer(config).propose(24)
+    keys = [" + ".join(sorted(e.payload.apis)) for e in events]
+    assert {len(e.payload.apis) for e in events} == {1, 2} and not set(keys) & set(excluded)
+    with pytest.raises(ValueError, match="not in the API catalog: torch.nope"):
+        Proposer(ProposerConfig(apis=["torch.nope"]))

@@ -1,0 +1,135 @@
+"""Starting from zero, cached by its inputs: distilled SFT sets, a tokenizer, and from-scratch models of both roles warm-started on them.
+
+What `kernelzero demo` (and the experiment) start reinforcement learning from. Each step's result
+lives under the cache in a folder named by a hash of everything it depends on (its settings, the
+teachers' and synthesizer's source, the evaluator version, the earlier step's key), so a second
+run with the same inputs reuses it and a changed input rebuilds only what depends on it. A step
+interrupted midway resumes (distillation) or starts over (SFT). It does not check that the SFT
+models are any good: the held-out checks in `sft.json` say how good they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import msgspec
+
+from kernelzero.config import Config
+
+# the demo's API pool: activations and row reductions the Coder's teacher lowers
+DEMO_APIS = (
+    "torch.relu", "torch.sigmoid", "torch.tanh", "torch.exp", "torch.abs", "torch.neg", "torch.square",
+    "torch.nn.functional.gelu", "torch.nn.functional.silu", "torch.nn.functional.softplus",
+    "torch.nn.functional.elu", "torch.nn.functional.leaky_relu", "torch.nn.functional.hardtanh",
+    "torch.sum", "torch.mean", "torch.amax", "torch.logsumexp",
+    "torch.nn.functional.softmax", "torch.nn.functional.log_softmax",
+)
+
+
+class SftPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """How one role is warm-started (consumers/sft.py, stopping rule in consumers/sft_stop.py)."""
+
+    epochs: float
+    learning_rate: float
+    batch_size: int
+    check_every: int
+    band_low: float
+    band_high: float
+    heldout_limit: int
+
+
+class Plan(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the bootstrap depends on besides the code; its hash names the cache folders."""
+
+    modules: int = 160
+    heldout_share: float = 0.2
+    size: str = "tiny"
+    seed: int = 0
+    coder: SftPlan = SftPlan(epochs=40, learning_rate=2e-3, batch_size=16, check_every=40, band_low=0.2,
+                             band_high=0.6, heldout_limit=16)
+    proposer: SftPlan = SftPlan(epochs=20, learning_rate=2e-3, batch_size=16, check_every=40, band_low=0.5,
+                                band_high=1.0, heldout_limit=8)
+
+
+class Bootstrap(msgspec.Struct, kw_only=True):
+    distill_dir: str
+    coder_model: str
+    proposer_model: str
+    heldout_sets: list[str]
+    sft: dict[str, dict]  # per role: the SFT report (steps, losses, held-out checks, why it stopped)
+
+
+def _code_hash() -> str:
+    """The source of everything that decides the distilled data: teachers, synthesizer, catalog, evaluator."""
+    from kernelzero import gpu_workers, producers
+
+    digest = hashlib.sha256()
+    for package in (producers, gpu_workers):
+        for path in sorted(Path(package.__file__).parent.glob("*.py")):
+            if path.stem.startswith(("teacher", "synthesizer", "api_catalog", "trial", "compare", "instruments")):
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _key(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def distill_step(config: Config, plan: Plan, cache: Path) -> Path:
+    """The distilled sets (kernelzero/distill.py) for the plan, reused when the cache holds them."""
+    from kernelzero.distill import distill, distill_config
+
+    settings = (plan.modules, plan.heldout_share, plan.seed, config.proposer.scale, config.proposer.api_set_size,
+                config.proposer.min_api_set_size,
+                config.proposer.apis, config.coder.prompt, config.proposer.prompt, config.coder.target, _code_hash())
+    out = cache / f"distill-{_key(*settings)}"
+    if not (out / "distill.json").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        config = distill_config(msgspec.structs.replace(config), out)
+        distill(config, out, plan.modules, plan.heldout_share)
+    return out
+
+
+def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device: str) -> tuple[Path, dict]:
+    """A tokenizer and both roles' from-scratch models, warm-started; reused when the cache holds them."""
+    out = cache / f"models-{_key(distill_dir.name, msgspec.to_builtins(plan), device)}"
+    done = out / "sft.json"
+    if done.exists():
+        return out, json.loads(done.read_text())
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    reports = {role: _warm_start(config, plan, role, distill_dir, out, device) for role in ("coder", "proposer")}
+    done.write_text(json.dumps(reports, indent=2))
+    return out, reports
+
+
+def _warm_start(config: Config, plan: Plan, role: str, distill_dir: Path, out: Path, device: str) -> dict:
+    from kernelzero.consumers.sft import run_sft
+    from kernelzero.consumers.sft_stop import BandStop, HeldOutJudge, read_heldout
+    from kernelzero.init_model import init_model
+
+    corpus = [str(distill_dir / f"{name}_train.jsonl") for name in ("coder", "proposer")]
+    init_model(str(out / f"{role}-init"), plan.size, corpus, seed=plan.seed)
+    settings: SftPlan = getattr(plan, role)
+    judge = HeldOutJudge(role, read_heldout(distill_dir / f"{role}_heldout.jsonl", settings.heldout_limit), config,
+                         max_tokens=getattr(config, role).max_tokens)
+    stop = BandStop(judge, band_low=settings.band_low, band_high=settings.band_high, check_every=settings.check_every)
+    try:
+        report = run_sft(str(distill_dir / f"{role}_train.jsonl"), str(out / f"{role}-init"), str(out / role),
+                         epochs=settings.epochs, learning_rate=settings.learning_rate, batch_size=settings.batch_size,
+                         lora_rank=0, device=device, seed=plan.seed, stop=stop)
+    finally:
+        judge.close()
+    return msgspec.to_builtins(report)
+
+
+def bootstrap(config: Config, plan: Plan, cache: Path, device: str = "auto") -> Bootstrap:
+    """Distill, then warm-start both roles, each step from the cache when it holds the result."""
+    distill_dir = distill_step(config, plan, cache)
+    models, reports = sft_step(config, plan, distill_dir, cache, device)
+    report = json.loads((distill_dir / "distill.json").read_text())
+    return Bootstrap(distill_dir=str(distill_dir), coder_model=str(models / "coder"),
+                     proposer_model=str(models / "proposer"), heldout_sets=report["heldout_sets"], sft=reports)

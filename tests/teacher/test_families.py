@@ -67,6 +67,16 @@ FAMILIES = {
                                                  seed=4, scale=2.0 ** -13).source,
 }
 
+# Modules that need a second kernel (max_kernels=2): a torch op between fused work, rows of two lengths.
+TWO_KERNELS = {
+    "prologue_and_epilogue_of_linear": module("x", """
+        return torch.relu(self.fc(torch.tanh(x))) * 2.0
+    """, "[torch.randn(4, 8, 16)]", init="self.fc = nn.Linear(16, 16)"),
+    "row_reduction_then_full_reduction": module("x", """
+        x = torch.amax(x, dim=-1)
+        return F.relu6((x - x.mean()) / (x.std() + 1e-6))
+    """, "[torch.randn(16, 8, 32)]"),
+}
 
 
 def _broken_softmax() -> str:
@@ -80,6 +90,7 @@ def _broken_softmax() -> str:
 @pytest.fixture(scope="module")
 def verdicts(cache_dir) -> dict:
     pairs = {name: (source, lower(source)) for name, source in FAMILIES.items()}
+    pairs |= {name: (source, lower(source, max_kernels=2)) for name, source in TWO_KERNELS.items()}
     pairs["broken"] = (FAMILIES["softmax_family"], _broken_softmax())
     return evaluate_pairs(pairs, cache_dir)
 
@@ -89,6 +100,13 @@ def test_lowered_module_is_correct(verdicts, name):
     result = verdicts[name]
     assert (result.verdict, result.reason) == ("correct", "ok"), result.evidence
     assert result.evidence["custom_kernels"] == "kernel"
+
+
+@pytest.mark.parametrize("name", sorted(TWO_KERNELS))
+def test_module_lowered_to_two_kernels_is_correct(verdicts, name):
+    result = verdicts[name]
+    assert (result.verdict, result.reason) == ("correct", "ok"), result.evidence
+    assert result.evidence["custom_kernels"] == "kernel, kernel1"
 
 
 def test_a_wrong_kernel_for_the_same_module_is_incorrect(verdicts):

@@ -91,7 +91,7 @@ def _value_name(the_plan: Plan, value) -> str:
     return value.name if isinstance(value, Param) else the_plan.names[value]
 
 
-def _node_lines(the_plan: Plan, node: Node, call: Call) -> list[str]:
+def _node_lines(the_plan: Plan, kernel: Kernel, node: Node, call: Call) -> list[str]:
     own = the_plan.names[node]
     if call.op.kind == "glue":
         return [f"{own} = {the_plan.names[node.all_input_nodes[0]]}"]
@@ -101,7 +101,7 @@ def _node_lines(the_plan: Plan, node: Node, call: Call) -> list[str]:
             fields[name] = _value_name(the_plan, value)
         elif _printable(value):
             fields[name] = _literal(value)
-    return [line.format(o=own, **fields) for line in call.op.lines]
+    return [line.format(o=own, at=kernel.places[node].level, **fields) for line in call.op.lines]
 
 
 def _load(the_plan: Plan, kernel: Kernel, value) -> str:
@@ -126,7 +126,7 @@ def _kernel_source(the_plan: Plan, kernel: Kernel, name: str) -> str:
             if operand in kernel.inputs and operand not in loaded:
                 loaded.add(operand)
                 body.append(_load(the_plan, kernel, operand))
-        body += _node_lines(the_plan, node, call)
+        body += _node_lines(the_plan, kernel, node, call)
     value = the_plan.names[kernel.export]
     store = f"tl.store(out_ptr + offs, {value}, mask=mask)" if kernel.places[kernel.export].level == "offs" \
         else f"tl.store(out_ptr + row, {value})"

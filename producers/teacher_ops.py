@@ -10,7 +10,7 @@ Kinds:
 
 Templates are Python format strings of Triton code: `{o}` is the op's own value name, `{o}a`,
 `{o}b`, ... its temporaries, other fields are its bound parameters (operand names or literals);
-`mask`, `cols` and `n_cols` are the kernel's row variables. Lines are `name = expression`; the
+`mask`, `cols` and `n_cols` are the kernel's row variables, `{at}` the index the value lives at. Lines are `name = expression`; the
 last one defines `{o}`.
 """
 
@@ -29,6 +29,7 @@ class Op(NamedTuple):
     lines: tuple[str, ...] = ()
     rows: tuple[str, ...] = ("input",)  # operands read as whole rows (REDUCE and SCAN)
     span: str = ""  # the row of a REDUCE or SCAN: "dim" parameter, "all", "last", "norm", "spatial", "groups"
+    positional: bool = False  # reads its own element's index, `{at}` (offs or row): needs an unbroadcast value
 
 
 def signature(text: str) -> tuple[tuple[str, object], ...]:
@@ -216,8 +217,10 @@ OPS: dict[str, Op] = {
     "where": _map("condition, input, other", "tl.where({condition}, {input}, {other})"),
     "masked_fill": _map("input, mask, value", "tl.where({mask}, {value}, {input})"),
     "expand": _map(UNARY, "{input}"),
-    "triu": _map("input, diagonal=0", "tl.where(offs % {last} >= {diagonal} + (offs // {last}) % {rows}, {input}, 0.0)"),
-    "tril": _map("input, diagonal=0", "tl.where(offs % {last} <= {diagonal} + (offs // {last}) % {rows}, {input}, 0.0)"),
+    "triu": _map("input, diagonal=0", "tl.where({at} % {last} >= {diagonal} + ({at} // {last}) % {rows}, {input}, 0.0)")
+    ._replace(positional=True),
+    "tril": _map("input, diagonal=0", "tl.where({at} % {last} <= {diagonal} + ({at} // {last}) % {rows}, {input}, 0.0)")
+    ._replace(positional=True),
     # reductions over rows
     "sum": _reduce("input, dim=None, keepdim=False, dtype=None", SUM.format("{input}")),
     "nansum": _reduce("input, dim=None, keepdim=False, dtype=None",

@@ -226,6 +226,8 @@ def _places(members: list, calls: dict, export: Node, n_cols: int, n: int) -> di
             raise NotLowerable(describe(node), "its result is not one value per row")
         if call.op.kind == "scan" and (place != Place("offs") or numel(node) != n):
             raise NotLowerable(describe(node), "its result is not one row per row")
+        if call.op.positional and (place.k != 1 or numel(node) != (n if place.level == "offs" else rows)):
+            raise NotLowerable(describe(node), "its value is broadcast, so it cannot read its own position")
         first_row = None
         for operand, role in operands(node, call):
             if role == "row":

@@ -35,6 +35,9 @@ FAMILIES = {
         b = torch.max(x, dim=-1).values * torch.min(x, dim=-1).values * torch.std(x, dim=-1) * torch.norm(x, dim=-1)
         return torch.sigmoid(a) * b
     """, "[torch.randn(16, 64)]"),
+    "triangle_of_a_reduction": module("x", """
+        return torch.tril(torch.sum(x, dim=-1)) + 1.0
+    """, "[torch.randn(2, 8, 8, 16)]"),
     "keepdim_and_trailing_dims": module("x", """
         x = x - torch.mean(x, dim=(-2, -1), keepdim=True)
         return x / (x.var(dim=(-2, -1), keepdim=True) + 1.0)

@@ -183,17 +183,17 @@ def _index_arg(the_plan: Plan, item) -> str:
 
 
 def _host_call(the_plan: Plan, node: Node) -> str:
+    what = describe(node)
+    if what == "getitem":
+        return f"{_host_arg(the_plan, node.args[0])}[{_index_arg(the_plan, node.args[1])}]"
+    if node.target is getattr:
+        return f"{_host_arg(the_plan, node.args[0])}.{node.args[1]}"
     args = [_host_arg(the_plan, a) for a in node.args]
     args += [f"{k}={_host_arg(the_plan, v)}" for k, v in node.kwargs.items()]
-    what = describe(node)
     if node.op == "call_module":
         return f"self.{node.target}({', '.join(args)})"
     if node.op == "call_method":
         return f"{args[0]}.{node.target}({', '.join(args[1:])})"
-    if node.target is getattr:
-        return f"{args[0]}.{node.args[1]}"
-    if what == "getitem":
-        return f"{args[0]}[{_index_arg(the_plan, node.args[1])}]"
     if what == "matmul":
         return f"{args[0]} @ {args[1]}"
     if what == "F.pad" and node.kwargs.get("mode", "constant") != "constant":

@@ -60,6 +60,11 @@ FAMILIES = {
     "matmul_with_parameter": module("x", """
         return F.softmax(torch.matmul(x, self.w) / 4.0, dim=-1)
     """, "[torch.randn(8, 16)]", init="self.w = nn.Parameter(torch.randn(16, 16))"),
+    "data_movement_on_the_host": module("x, y", """
+        c = torch.chunk(torch.cat([torch.transpose(x, -1, -2), y], dim=-1), 2, dim=-1)[1]
+        d = F.pad(torch.narrow(c, -1, 0, 8), (0, 8))
+        return torch.sigmoid(d) * torch.exp(c[..., :16] * 0.5)
+    """, "[torch.randn(4, 16, 8), torch.randn(4, 8, 16)]"),
     "prologue_of_conv": module("x", """
         x = torch.tanh(x) * 2.0
         x = x.reshape(2, 4, 8, 8)

@@ -172,7 +172,8 @@ def main() -> int:
         "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
         "command": " ".join([Path(sys.executable).name] + sys.argv),
         "families": families or "all", "lowerable_pool": args.lowerable_pool, "pool_apis": len(apis),
-        "max_kernels": args.max_kernels, "device": args.device, "scale": args.scale, "wall_s": round(time.perf_counter() - started, 1),
+        "max_kernels": args.max_kernels, "device": args.device, "scale": args.scale,
+        "wall_s": round(time.perf_counter() - started, 1),
         "apis_lowered_alone": sum(not why for why in support.values()), "apis": len(support),
     })
     args.out.mkdir(parents=True, exist_ok=True)

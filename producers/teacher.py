@@ -47,7 +47,8 @@ from kernelzero.producers.teacher_plan import MAX_BLOCK, Kernel, Plan, operands,
 
 __all__ = ["MAX_BLOCK", "NotLowerable", "answer", "lower"]
 
-IMPORTS = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport triton\nimport triton.language as tl\n"
+IMPORTS = ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+           "import triton\nimport triton.language as tl\n")
 INIT_GLOBALS = {"torch", "nn", "F", "super", "range", "len", "int", "float", "bool", "tuple", "list", "dict", "min",
                 "max", "abs", "sum", "round", "isinstance"}
 

@@ -203,24 +203,24 @@ _ATTR_MODULES = {  # module type -> (op key, attributes passed as the op's param
     nn.BCEWithLogitsLoss: ("binary_cross_entropy_with_logits", ("reduction",)),
     nn.KLDivLoss: ("kl_div", ("reduction", "log_target")),
 }
-_TORCH_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+_TORCH_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
+                  nn.ConvTranspose3d)
 
 
 def _module_call(node: Node) -> Call:
     module = node.graph.owning_module.get_submodule(node.target)
-    what = type(module).__name__
-    kind = type(module)
+    what, kind = type(module).__name__, type(module)
     if kind in _TORCH_MODULES:
         return Call("torch", OPS["torch"], {})
     if kind is nn.Dropout and (module.p == 0 or not module.training):
         return Call("alias", OPS["alias"], {})
-    if node.kwargs or len(node.args) != (2 if "Loss" in what else 1):
+    key, attrs = _ATTR_MODULES.get(kind, (_PLAIN_MODULES.get(kind), ()))
+    inputs = len(OPS[key].rows) if key and OPS[key].kind == "reduce" else 1  # losses take (input, target)
+    if node.kwargs or len(node.args) != inputs:
         raise NotLowerable(what, "called with arguments the teacher does not bind")
-    if kind in _PLAIN_MODULES:
-        key = _PLAIN_MODULES[kind]
-        return Call(key, OPS[key], bind(OPS[key], node.args, {}, what) if OPS[key].params else {})
-    if kind in _ATTR_MODULES:
-        key, attrs = _ATTR_MODULES[kind]
+    if key == "alias":
+        return Call(key, OPS[key], {})
+    if key:
         return Call(key, OPS[key], bind(OPS[key], node.args, {a: getattr(module, a) for a in attrs}, what))
     return Call(*_normalization(node, module, what))
 
@@ -440,6 +440,6 @@ _VARIANTS = {
 
 
 def resolve(call: Call, node: Node) -> Call:
-    """The variant of an op its parameters ask for (gelu's tanh form, pow by an integer, ...); NotLowerable if none fits."""
+    """The variant its parameters ask for (gelu's tanh form, pow by an integer, ...); NotLowerable if none fits."""
     variant = _VARIANTS.get(call.key)
     return variant(call, node) if variant else call

@@ -10,8 +10,8 @@ Kinds:
 
 Templates are Python format strings of Triton code: `{o}` is the op's own value name, `{o}a`,
 `{o}b`, ... its temporaries, other fields are its bound parameters (operand names or literals);
-`mask`, `cols` and `n_cols` are the kernel's row variables, `{at}` the index the value lives at. Lines are `name = expression`; the
-last one defines `{o}`.
+`mask`, `cols` and `n_cols` are the kernel's row variables, `{at}` the index the value lives at.
+Lines are `name = expression`; the last one defines `{o}`.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _own(lines: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _atan(arg: str, out: str) -> tuple[str, ...]:
-    """Cephes' single-precision arctangentgent of `arg` into `out`: range reduction to |x| <= tan(pi/8), odd polynomial."""
+    """Cephes' single-precision arctangent of `arg` into `out`: reduced to |x| <= tan(pi/8), odd polynomial."""
     return (
         f"{{o}}a = tl.abs({arg})",
         "{o}b = tl.where({o}a > 2.414213562373095, -1.0 / {o}a, tl.where({o}a > 0.41421356237309503, "
@@ -79,8 +79,8 @@ def _loss(*lines: str, rows: tuple[str, ...] = ("input", "target"), extra: str =
 
 SUM = "tl.sum(tl.where(mask, {}, 0.0), axis=0)"
 # tanh via the sigmoid loses relative precision near 0, where its Taylor series takes over
-TANH = ("tl.where(tl.abs({0}) < 0.0625, {0} - {0} * {0} * {0} * (0.3333333333333333 - 0.13333333333333333 * {0} * {0}), "
-        "2.0 * tl.sigmoid(2.0 * {0}) - 1.0)")
+TANH = ("tl.where(tl.abs({0}) < 0.0625, {0} - {0} * {0} * {0} * (0.3333333333333333 - 0.13333333333333333 "
+        "* {0} * {0}), 2.0 * tl.sigmoid(2.0 * {0}) - 1.0)")
 # exp(x) - 1 cancels near 0; Kahan's (u - 1) * x / log(u) with u = exp(x) keeps the relative precision there
 EXPM1 = "tl.where(tl.abs({1}) < 0.5, tl.where({0} == 1.0, {1}, ({0} - 1.0) * {1} / tl.log({0})), {0} - 1.0)"
 SOFTPLUS = "tl.where({0} > 20.0, {0}, tl.log(1.0 + tl.exp({0})))"
@@ -131,11 +131,13 @@ OPS: dict[str, Op] = {
     "trunc": _map(UNARY, TRUNC.format("{input}")),
     "frac": _map(UNARY, "{input} - " + TRUNC.format("{input}")),
     "round": _map("input, decimals=0", "{o}a = tl.floor({input})", "{o}b = {input} - {o}a",
-                  "{o}a + tl.where({o}b > 0.5, 1.0, tl.where({o}b < 0.5, 0.0, 2.0 * ({o}a * 0.5 - tl.floor({o}a * 0.5))))"),
+                  "{o}a + tl.where({o}b > 0.5, 1.0, tl.where({o}b < 0.5, 0.0, "
+                  "2.0 * ({o}a * 0.5 - tl.floor({o}a * 0.5))))"),
     "deg2rad": _map(UNARY, "{input} * 0.017453292519943295"),
     "rad2deg": _map(UNARY, "{input} * 57.29577951308232"),
     "nan_to_num": _map("input, nan=0.0, posinf=None, neginf=None",
-                       "tl.where({input} != {input}, 0.0, tl.minimum(tl.maximum({input}, -3.4028234663852886e+38), 3.4028234663852886e+38))"),
+                       "tl.where({input} != {input}, 0.0, "
+                       "tl.minimum(tl.maximum({input}, -3.4028234663852886e+38), 3.4028234663852886e+38))"),
     "sinc": _map(UNARY, "{o}a = 3.141592653589793 * {input}",
                  "tl.where({input} == 0.0, 1.0, tl.sin({o}a) / {o}a)"),
     "clamp": _map("input, min=None, max=None", "tl.minimum(tl.maximum({input}, {min}), {max})"),
@@ -159,7 +161,8 @@ OPS: dict[str, Op] = {
                       "{input} * tl.sigmoid(1.5957691216057308 * ({input} + 0.044715 * {input} * {input} * {input}))"),
     "softplus": _map("input, beta=1.0, threshold=20.0", SOFTPLUS.format("{input}")),
     "softplus_beta": _map("input, beta=1.0, threshold=20.0",
-                          "tl.where({input} * {beta} > {threshold}, {input}, tl.log(1.0 + tl.exp({input} * {beta})) / {beta})"),
+                          "tl.where({input} * {beta} > {threshold}, {input}, "
+                          "tl.log(1.0 + tl.exp({input} * {beta})) / {beta})"),
     "mish": _map("input, inplace=False", "{o}a = " + SOFTPLUS.format("{input}"), "{input} * " + TANH.format("{o}a")),
     "softsign": _map(UNARY, "{input} / (1.0 + tl.abs({input}))"),
     "elu": _map("input, alpha=1.0, inplace=False", "{o}a = tl.exp({input})",
@@ -181,7 +184,8 @@ OPS: dict[str, Op] = {
     "logsigmoid": _map(UNARY, "tl.minimum({input}, 0.0) - " + LOG1P_EXP_NEG_ABS.format("{input}")),
     "tanhshrink": _map(UNARY, "{input} - " + TANH.format("{input}")),
     "softshrink": _map("input, lambd=0.5",
-                       "tl.where({input} > {lambd}, {input} - {lambd}, tl.where({input} < -{lambd}, {input} + {lambd}, 0.0))"),
+                       "tl.where({input} > {lambd}, {input} - {lambd}, "
+                       "tl.where({input} < -{lambd}, {input} + {lambd}, 0.0))"),
     "hardshrink": _map("input, lambd=0.5", "tl.where(tl.abs({input}) > {lambd}, {input}, 0.0)"),
     "threshold": _map("input, threshold, value, inplace=False", "tl.where({input} > {threshold}, {input}, {value})"),
     # elementwise, binary and ternary
@@ -333,7 +337,8 @@ OPS: dict[str, Op] = {
 }
 
 _OWN_NAMES = (
-    "abs neg atan asin acos atan2 prod exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal square sin cos tan sinh cosh asinh acosh "
+    "abs neg atan asin acos atan2 prod exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal square sin cos tan "
+    "sinh cosh asinh acosh "
     "atanh logit erf erfc sign floor ceil trunc frac round deg2rad rad2deg nan_to_num sinc clamp clamp_min clamp_max "
     "relu relu6 sigmoid tanh silu gelu softplus mish softsign elu selu celu leaky_relu rrelu prelu hardtanh "
     "hardsigmoid hardswish logsigmoid tanhshrink softshrink hardshrink threshold add sub mul div maximum minimum "

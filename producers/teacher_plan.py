@@ -17,7 +17,9 @@ from typing import NamedTuple
 import torch
 from torch.fx import Node
 
-from kernelzero.producers.teacher_graph import Call, NotLowerable, Param, contiguous, describe, identify, meta, numel, shape
+from kernelzero.producers.teacher_graph import (
+    Call, NotLowerable, Param, contiguous, describe, identify, meta, numel, shape,
+)
 
 MAX_BLOCK = 16384  # longest row one program holds (power of two)
 RESERVED = {"row", "cols", "mask", "offs", "kernel", "n_cols", "BLOCK", "tl", "triton", "torch", "nn", "F", "self"}
@@ -27,7 +29,7 @@ INTEGER_RESULTS = ("count_nonzero", "argmax", "argmin", "alias")  # int64 in tor
 
 
 class Place(NamedTuple):
-    """Where a kernel value lives: at `offs` (per element) or `row`; element i of the iteration reads (i // k) % numel."""
+    """Where a kernel value lives: at `offs` (per element) or `row`; iteration i reads its element (i // k) % numel."""
 
     level: str
     k: int = 1
@@ -137,7 +139,8 @@ def row_length(call: Call) -> int:
             raise NotLowerable(call.key, "channels do not split into the groups")
         return math.prod(dims) // (dims[0] * groups)
     if span == "norm":
-        normalized = (b["normalized_shape"],) if isinstance(b["normalized_shape"], int) else tuple(b["normalized_shape"])
+        given = b["normalized_shape"]
+        normalized = (given,) if isinstance(given, int) else tuple(given)
         if tuple(dims[rank - len(normalized):]) != normalized:
             raise NotLowerable(call.key, "normalized_shape is not the trailing shape")
         count = len(normalized)
@@ -180,7 +183,8 @@ def _kernel(members: list[Node], calls: dict) -> Kernel:
 
 def _rows(members: list, calls: dict, export: Node) -> tuple[int, int]:
     """(row length, elements of a full-size value): from the reductions, or the output's last dimension without any."""
-    rows = {(row_length(calls[n]), numel(calls[n].bound[calls[n].op.rows[0]])) for n in members if calls[n].op.kind in ROWS}
+    rows = {(row_length(calls[n]), numel(calls[n].bound[calls[n].op.rows[0]]))
+            for n in members if calls[n].op.kind in ROWS}
     n_cols, n = rows.pop() if rows else ((shape(export) or (1,))[-1], numel(export))
     if n_cols > MAX_BLOCK:
         raise NotLowerable("row", f"{n_cols} elements, more than one program holds ({MAX_BLOCK})")
@@ -261,7 +265,8 @@ def _check_dtypes(members: list, calls: dict, inputs: list, export: Node) -> Non
             raise NotLowerable(_label(value), f"input of dtype {meta(value).dtype} (float32 only)")
     for node in members:
         dtype = meta(node).dtype
-        if dtype not in (torch.float32, torch.bool) and not (dtype == torch.int64 and calls[node].key in INTEGER_RESULTS):
+        integer_result = dtype == torch.int64 and calls[node].key in INTEGER_RESULTS
+        if dtype not in (torch.float32, torch.bool) and not integer_result:
             raise NotLowerable(describe(node), f"result of dtype {dtype}")
     if meta(export).dtype != torch.float32:
         raise NotLowerable("output", f"dtype {meta(export).dtype} (float32 only)")

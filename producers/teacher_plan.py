@@ -2,7 +2,8 @@
 
 Nodes fall into alternating phases: host work (torch ops, data movement) at even phases, kernels at
 odd ones. A compute node joins the kernel of its inputs unless a torch op came between, or its row
-length differs from that kernel's reductions: then it starts the next kernel. Each kernel runs one
+length differs from that kernel's reductions: then it starts the next kernel. Host views and
+bool values that only a later kernel reads move into it (a kernel stores one float32 tensor). Each kernel runs one
 program per row; a value lives at `offs` (one per element) or `row` (one per row), and element i
 of the iteration reads element (i // k) % numel of it: that covers scalar, row and column
 broadcasting. A value needed at two patterns, or any other shape the grid cannot hold, is declined.
@@ -66,7 +67,7 @@ def plan(nodes: list[Node], max_kernels: int) -> Plan:
     steps = []
     for p in range(kernels[-1] + 2):
         members = [n for n in nodes if n in calls and phase[n] == p]
-        if p % 2:
+        if p in kernels:
             steps.append(("kernel", _kernel(members, calls)))
         elif members:
             steps.append(("host", members))
@@ -119,12 +120,21 @@ def _phases(nodes: list[Node], calls: dict) -> dict:
             phase[node] = p
         else:
             phase[node] = before
-    for node in reversed(nodes):  # views feeding only the next kernel become alias lines inside it
-        p = phase[node]
-        if _kind(node, calls) == "glue" and p % 2 == 0 and node.users and all(
-                u in calls and phase[u] == p + 1 and _kind(u, calls) in ("glue", *COMPUTE) for u in node.users):
-            phase[node] = p + 1
+    for node in reversed(nodes):
+        if _sinks(node, calls, phase):
+            phase[node] = phase[next(iter(node.users))]
     return phase
+
+
+def _sinks(node: Node, calls: dict, phase: dict) -> bool:
+    """Whether a host view, or a value no kernel can store (a bool), moves into the one later kernel that reads it."""
+    kind = _kind(node, calls)
+    movable = (kind == "glue" and phase[node] % 2 == 0) or (kind == "map" and meta(node).dtype != torch.float32)
+    later = {phase.get(u) for u in node.users}
+    if not movable or len(later) != 1 or not all(_kind(u, calls) in ("glue", *COMPUTE) for u in node.users):
+        return False
+    target = later.pop()
+    return target % 2 == 1 and target > phase[node]
 
 
 def row_length(call: Call) -> int:

@@ -80,6 +80,10 @@ TWO_KERNELS = {
     "prologue_and_epilogue_of_linear": module("x", """
         return torch.relu(self.fc(torch.tanh(x))) * 2.0
     """, "[torch.randn(4, 8, 16)]", init="self.fc = nn.Linear(16, 16)"),
+    "comparison_read_by_the_second_kernel": module("x", """
+        x = F.instance_norm(x)
+        return torch.count_nonzero(x > 0, dim=-1).float()
+    """, "[torch.randn(2, 4, 8, 16)]"),
     "row_reduction_then_full_reduction": module("x", """
         x = torch.amax(x, dim=-1)
         return F.relu6((x - x.mean()) / (x.std() + 1e-6))

@@ -127,22 +127,6 @@ def summarize(rows: list[dict]) -> dict:
     }
 
 
-def single_api_support(scale: float) -> dict[str, str]:
-    """Each catalog API alone: '' when its module lowers, else the decline reason."""
-    from kernelzero.producers.api_catalog import names
-    from kernelzero.producers.synthesizer import SynthesisError, synthesize
-    from kernelzero.producers.teacher import NotLowerable, lower
-
-    support = {}
-    for api in names():
-        try:
-            lower(synthesize([api], seed=0, scale=scale).source)
-            support[api] = ""
-        except (NotLowerable, SynthesisError) as exc:
-            support[api] = str(exc)
-    return support
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modules", type=int, default=150)
@@ -157,10 +141,11 @@ def main() -> int:
     args = parser.parse_args()
 
     from kernelzero.producers import api_catalog
+    from kernelzero.producers.teacher import api_support
 
     families = [f for f in args.families.split(",") if f]
     started = time.perf_counter()
-    support = single_api_support(args.scale)
+    support = api_support(args.scale)
     apis = [s.name for s in api_catalog.CATALOG if (not families or s.family in families)
             and (not args.lowerable_pool or not support[s.name])]
     rows = lower_all(draw_modules(args.modules, apis, args.max_set_size, args.scale, args.seed), args.max_kernels)

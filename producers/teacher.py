@@ -5,6 +5,8 @@ Public API:
     answer(module_source: str, max_kernels: int = 1) -> str  the same as a Coder completion:
                                                              "```python\\n<source>```\\n"
     NotLowerable   ValueError raised by both; `.op` names what stopped it, `.reason` says why
+    api_support(scale: float = 2**-13) -> dict[str, str]    each catalog API alone (its synthesized
+                   module, seed 0): "" when it lowers, else why not; the lowerable ones make an API pool
     MAX_BLOCK      the longest row (elements) one program holds
 
 What it lowers (teacher_ops.py has the full table): elementwise and activation chains with scalar,
@@ -45,7 +47,7 @@ from kernelzero.producers.teacher_graph import FUNCTIONS, Call, Code, NotLowerab
 from kernelzero.producers.teacher_graph import shape as shape_of
 from kernelzero.producers.teacher_plan import MAX_BLOCK, Kernel, Plan, operands, plan
 
-__all__ = ["MAX_BLOCK", "NotLowerable", "answer", "lower"]
+__all__ = ["MAX_BLOCK", "NotLowerable", "answer", "api_support", "lower"]
 
 IMPORTS = ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
            "import triton\nimport triton.language as tl\n")
@@ -66,6 +68,21 @@ def lower(module_source: str, max_kernels: int = 1) -> str:
 def answer(module_source: str, max_kernels: int = 1) -> str:
     """`lower` as a Coder completion: one fenced python block (what kernelzero.codeblocks parses)."""
     return f"```python\n{lower(module_source, max_kernels)}```\n"
+
+
+def api_support(scale: float = 2.0 ** -13) -> dict[str, str]:
+    """Catalog API -> "" when its one-API synthesized module (seed 0) lowers, else the reason it does not."""
+    from kernelzero.producers.api_catalog import names
+    from kernelzero.producers.synthesizer import SynthesisError, synthesize
+
+    support = {}
+    for api in names():
+        try:
+            lower(synthesize([api], seed=0, scale=scale).source)
+            support[api] = ""
+        except (NotLowerable, SynthesisError) as exc:
+            support[api] = str(exc)
+    return support
 
 
 def _kernel_name(index: int) -> str:

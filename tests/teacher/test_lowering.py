@@ -11,7 +11,7 @@ import pytest
 from kernelzero.codeblocks import last_python_block
 from kernelzero.gpu_workers.static_check import check_source
 from kernelzero.producers.synthesizer import synthesize
-from kernelzero.producers.teacher import NotLowerable, answer, lower
+from kernelzero.producers.teacher import NotLowerable, answer, api_support, lower
 from tests.teacher.conftest import module
 from tests.teacher.test_families import FAMILIES
 
@@ -92,3 +92,10 @@ def test_broadcast_loads_index_by_row_and_column():
     assert "bias = tl.load(bias_ptr + offs % 32, mask=mask, other=0.0)" in text
     assert "col = tl.load(col_ptr + row)" in text
     assert "s = tl.load(s_ptr)" in text
+
+
+def test_api_support_lists_lowerable_apis_and_says_why_others_are_not():
+    support = api_support()
+    assert support["torch.nn.functional.gelu"] == support["torch.nn.LayerNorm"] == ""
+    assert support["torch.flip"] == "torch.flip: not in the teacher's op subset"
+    assert support["torch.nn.Linear"] == "Linear: no elementwise or reduction work left for a Triton kernel"

@@ -227,8 +227,8 @@ def _module_call(node: Node) -> Call:
 
 def _normalization(node: Node, module: nn.Module, what: str) -> tuple[str, Op, dict]:
     owner, rank = node.target, len(shape(node.args[0]))
-    if isinstance(module, nn.PReLU):
-        return "prelu", OPS["prelu"], {"input": node.args[0], "weight": _param(owner, module, "weight")}
+    if isinstance(module, nn.PReLU):  # one weight, or one per channel (dim 1)
+        return "prelu", OPS["prelu"], {"input": node.args[0], "weight": _channels(module, "weight", owner, rank)}
     if isinstance(module, nn.LayerNorm):
         params = {"normalized_shape": module.normalized_shape, "eps": module.eps,
                   "weight": _param(owner, module, "weight"), "bias": _param(owner, module, "bias")}
@@ -238,6 +238,8 @@ def _normalization(node: Node, module: nn.Module, what: str) -> tuple[str, Op, d
                   "weight": _param(owner, module, "weight")}
         return "rms_norm", OPS["rms_norm"], bind(OPS["rms_norm"], node.args, params, what)
     if isinstance(module, nn.modules.instancenorm._InstanceNorm):
+        if module.track_running_stats and not module.training:
+            raise NotLowerable(what, "normalizes by running statistics (eval mode)")
         params = {"eps": module.eps, "weight": _channels(module, "weight", owner, rank),
                   "bias": _channels(module, "bias", owner, rank)}
         return "instance_norm", OPS["instance_norm"], bind(OPS["instance_norm"], node.args, params, what)
@@ -404,6 +406,13 @@ def _affine(call: Call, node: Node) -> Call:
     return _with_last_line(call, suffix)
 
 
+def _prelu(call: Call, node: Node) -> Call:
+    weight = call.bound["weight"]
+    if isinstance(weight, Node) and numel(weight) > 1:
+        _decline(call, "per-channel weights given as a tensor")
+    return call
+
+
 def _float(call: Call, node: Node) -> Call:
     if meta(node.args[0]).dtype == torch.bool:
         return call
@@ -425,7 +434,8 @@ def _dim_given(call: Call, node: Node) -> Call:
 
 _VARIANTS = {
     "gelu": _gelu, "softplus": _softplus, "rrelu": _rrelu, "add": _alpha, "sub": _alpha, "div": _div,
-    "clamp": _clamp, "pow": _pow, "var": _count, "std": _count, "norm": _p2("p"), "vector_norm": _p2("ord"),
+    "clamp": _clamp, "pow": _pow, "prelu": _prelu, "var": _count, "std": _count, "norm": _p2("p"),
+    "vector_norm": _p2("ord"),
     "pairwise_distance": _p2("p"), "normalize": _p2("p"), "layer_norm": _affine, "rms_norm": _affine,
     "instance_norm": _affine, "group_norm": _affine, "float": _float, "triu": _triangle, "tril": _triangle,
     "softmax": _dim_given, "softmin": _dim_given, "log_softmax": _dim_given,

@@ -29,6 +29,9 @@ FAMILIES = {
     """, "[torch.randn(8, 4, 32), torch.randn(8, 4, 1), torch.randn(1)]",
         init="self.bias = nn.Parameter(torch.randn(features))\nself.scale = scale",
         init_args="features, scale", init_inputs="[32, 0.5]"),
+    "per_channel_weights": module("x", """
+        return (self.act(x) + 1.0) * self.norm(x)
+    """, "[torch.randn(2, 4, 8, 8)]", init="self.act = nn.PReLU(4)\nself.norm = nn.GroupNorm(2, 4)"),
     "row_reductions": module("x", """
         x = torch.relu(x) + 0.5
         a = (torch.sum(x, dim=-1) / 64.0 + 1.0) * torch.mean(x, -1) * torch.amax(x, dim=-1)

@@ -1,7 +1,7 @@
 """`kernelzero distill --modules N --out DIR`: verified SFT sets for both roles from the teachers, split by API set; resumable.
 
 The real stages run on the run's own embedded log (OUT/log.sqlite): the synthesizer proposes N
-modules (the Proposer's teacher), the validator judges them, the Triton lowering
+modules (the Proposer's teacher), the validator judges them (duplicates kept), the Triton lowering
 (producers/teacher.py, the Coder's teacher) answers each accepted one, and the evaluator judges
 every answer. Only `correct` answers become Coder rows, exactly the rows `kernelzero replay
 --kind sft` gives on that log; every accepted module becomes a Proposer row (its prompt, and the
@@ -75,6 +75,21 @@ class TeacherStage:
                            policy_version=0)]
 
 
+class KeepDuplicates:
+    """The validator's deduplicator interface, remembering nothing: a module's shapes are training data too.
+
+    The validator's fingerprint ignores constants, so modules of one structure at other sizes
+    count as duplicates for the Proposer's novelty; the Coder learns from them how sizes reach
+    its host code, so distillation keeps them.
+    """
+
+    def duplicate_of(self, module_id: str, verdict) -> None:
+        return None
+
+    def add(self, module_id: str, fingerprint: str) -> None:
+        pass
+
+
 class Counted:
     """A stage whose handled records advance a progress bar."""
 
@@ -98,7 +113,7 @@ def held_out(api_sets: Sequence[str], share: float, seed: int) -> set[str]:
 
 
 async def _run_stages(config: Config, log: Any, n: int, progress: Any) -> None:
-    from kernelzero.consumers.validator import ValidatorStage, rebuild_dedup
+    from kernelzero.consumers.validator import ValidatorStage
     from kernelzero.gpu_workers.pool import EvaluatorPool, resolve_devices
     from kernelzero.gpu_workers.service import EvaluatorStage
     from kernelzero.producers.proposer import Proposer
@@ -116,7 +131,7 @@ async def _run_stages(config: Config, log: Any, n: int, progress: Any) -> None:
     if proposed < n:
         proposer = Proposer(config.proposer, already_proposed=proposed)
         await publish(log, await proposer.propose(n - proposed), producer_name="distill")
-    await run("validating modules", "modules.proposed", ValidatorStage(config.validator, await rebuild_dedup(log)))
+    await run("validating modules", "modules.proposed", ValidatorStage(config.validator, KeepDuplicates()))
     await run("lowering with the teacher", "modules.accepted", TeacherStage(config.coder.target))
     async with EvaluatorPool(config.evaluator) as pool:
         workers = len(resolve_devices(pool.device, config.evaluator.workers_per_gpu)[0])

@@ -1,12 +1,14 @@
 """The evaluator: compile, check and time candidate kernels; a library first, knows nothing of the log.
 
 Public API (stable; other stages and benchmarks code against it):
-    EvalResult, ProblemFailed, EVALUATOR_VERSION, evaluate(problem_src, candidate_src, config, device=),
+    EvalResult, EVALUATOR_VERSION, evaluate(problem_src, candidate_src, config, device=),
     EvaluatorPool (async context manager; await pool.evaluate(problem_src, candidate_src)).
+Neither raises for a bad problem or a fault of the evaluator's own: those are results with the
+verdicts `problem_error` and `evaluator_error` (schemas.UNCHARGED_VERDICTS: never the candidate's).
 Importing this package does not import torch.
 """
 
 from kernelzero.gpu_workers.pool import EvaluatorPool, evaluate
-from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
+from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult
 
-__all__ = ["EVALUATOR_VERSION", "EvalResult", "EvaluatorPool", "ProblemFailed", "evaluate"]
+__all__ = ["EVALUATOR_VERSION", "EvalResult", "EvaluatorPool", "evaluate"]

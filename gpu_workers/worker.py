@@ -73,6 +73,9 @@ def run_forked(job) -> bytes:
             _close_inherited_fds(write_fd)
             _enter_sandbox(job)
             payload = trial.run_job(job)
+        except BaseException as exc:  # noqa: BLE001  (setting up the child is our code: its failure is ours)
+            payload = _encode(_evaluator_error(job, exc))
+        try:
             _write_all(write_fd, hmac.new(token, payload, hashlib.sha256).digest() + payload)
         except BaseException:  # noqa: BLE001  (the child must always reach os._exit)
             code = 70
@@ -125,8 +128,7 @@ def _enter_sandbox(job) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
     if job.device.startswith("cuda"):
         import torch
-        torch.cuda.set_device(torch.device(job.device))
-        torch.cuda.set_per_process_memory_fraction(job.config.gpu_memory_fraction / max(1, job.config.workers_per_gpu))
+        torch.cuda.set_device(torch.device(job.device))  # the memory cap follows the problem (trial.py)
         return
     # CPU: cap the address space above what torch already maps; keep freed blocks on the heap
     # (no mmap) so the allocator poisoning in trial.py reaches later allocations.
@@ -181,6 +183,14 @@ def _tail(path: str, limit: int = 1500) -> str:
             return f.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def _evaluator_error(job, exc: BaseException) -> EvalResult:
+    import traceback
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return EvalResult(verdict="evaluator_error", reason="exception", gpu=job.gpu,
+                      device="cuda" if job.device.startswith("cuda") else "cpu",
+                      evidence={"stage": "sandbox", "traceback": trace[-2000:]})
 
 
 def _encode(result: EvalResult) -> bytes:

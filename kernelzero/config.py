@@ -49,7 +49,16 @@ class EvaluatorConfig(Section):
     timing_rel_se: float = 0.002  # stop timing once the speedup's standard error is this share of it
     timing_input_sets: int = 4  # input sets rotated between timed calls
     physical_slack: float = 0.5  # reject runtimes below this share of the bytes/bandwidth, flops/peak bound
-    gpu_memory_fraction: float = 0.9  # per-candidate cap on the GPU's memory (torch caching allocator)
+    # what the evaluator may use of a GPU's memory (torch caching allocator): workers sharing the GPU each
+    # get an equal share, and an evaluation that needs more runs alone with all of it (gpu_workers/memory.py)
+    gpu_memory_fraction: float = 0.9
+    time_compiled_reference: bool = False  # also time torch.compile(reference), interleaved (KernelBench reports both)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.gpu_memory_fraction <= 1.0:
+            raise ValueError("evaluator gpu_memory_fraction must be in (0, 1]")
+        if self.workers_per_gpu < 1 or self.timing_input_sets < 1:
+            raise ValueError("evaluator workers_per_gpu and timing_input_sets must be at least 1")
 
 
 class CoderConfig(Section):

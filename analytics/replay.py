@@ -5,7 +5,8 @@
   same templates the Coder uses, and `completion` is the kernel.
 - `rl`: accepted modules at the frontier: the module's own Beta posterior pass rate lies in
   [band_low, band_high] (an untried module has the prior mean); `frontier_weight` is the
-  highest frontier weight among its APIs and API pairs (NULL when none was tried yet).
+  highest frontier weight among its APIs and API pairs (NULL when none was tried yet). A module the
+  evaluator found unusable (any `problem_error`) is left out.
 - `pref`: per module and backend, every pair of correct kernels where `chosen` is at least
   (1 + min_gain) times faster than `rejected`; `prompt` as for `sft`.
 - `rl`: `prompt` is the module source itself: the Coder renders its own prompt for each target.
@@ -45,7 +46,7 @@ ORDER BY a.module_id""",
     "rl": """
 WITH posterior AS (
     SELECT *, ($prior_alpha + passes) / ($prior_alpha + $prior_beta + attempts) AS pass_mean
-    FROM modules WHERE status = 'accepted'
+    FROM modules WHERE status = 'accepted' AND problem_errors = 0
 ), weights AS (
     SELECT module_id, max(f.weight) AS frontier_weight
     FROM (SELECT module_id, unnest(api_keys(list_sort(list_distinct(apis)))) AS apis FROM posterior) k

@@ -89,3 +89,14 @@ def test_where_filters_and_bad_input_is_refused(con, tmp_path):
     with pytest.raises(duckdb.Error):
         write_dataset(con, CONFIG, "sft", tmp_path / "b.jsonl", where="no_such_column > 1")
     assert not (tmp_path / "b.jsonl").exists() and not list(tmp_path.glob(".*.partial"))
+
+
+def test_a_module_the_evaluator_found_unusable_is_no_rl_prompt(tmp_path):
+    events = _events() + [module("m3", ["z"], source="# constant module"), sample("u1", "m3"),
+                          evaluation("u1", "m3", ["z"], "problem_error", reason="constant_output")]
+    with Projection(tmp_path / "u.duckdb") as projection:
+        projection.apply(records(events))
+        install_views(projection.con, CONFIG)
+        write_dataset(projection.con, CONFIG, "rl", tmp_path / "rl.jsonl")
+    # untried, m3 would sit at the prior mean 1/2, inside the band
+    assert [r["module_id"] for r in _read(tmp_path / "rl.jsonl")] == ["m1"]

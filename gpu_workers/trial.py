@@ -553,14 +553,19 @@ class Evaluation:
         def candidate(*args: Any) -> Any:
             return self._candidate_call("timing", self.model, *args)
 
-        def reference(*args: Any) -> Any:  # a frame like the candidate's: the wrappers' cost cancels out
-            return self.ref_model(*args)  # what it raises now, after the candidate ran, is blamed like the rest
+        # one wrapper frame on every side, so that its cost cancels out; what the references raise now,
+        # after the candidate ran, is blamed like the rest
+        def reference(*args: Any) -> Any:
+            return self.ref_model(*args)
+
+        def compiled_reference(*args: Any) -> Any:
+            return compiled(*args)
 
         with torch.no_grad(), self.turns.exclusive():
             measured = timing.measure(
                 candidate, reference, sets, budget_s=self.cfg.timing_budget_s,
                 min_reps=self.cfg.timing_min_reps, max_reps=self.cfg.timing_max_reps, rel_se=self.cfg.timing_rel_se,
-                compiled=compiled,
+                compiled=compiled_reference if compiled is not None else None,
             )
         self._check_integrity("timing")
         r, cand = self.result, measured.candidate

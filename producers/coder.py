@@ -23,7 +23,7 @@ from kernelzero.config import CoderConfig
 from kernelzero.coder_prompts import Attempt, prompt_hash, render_coder_prompt
 from kernelzero.producers.generation import Completion, Generator, uri_to_path
 from kernelzero.schemas import (
-    Event, ModuleAccepted, PolicyUpdated, SampleEvaluated, SampleGenerated, make_event, uuid7,
+    UNCHARGED_VERDICTS, Event, ModuleAccepted, PolicyUpdated, SampleEvaluated, SampleGenerated, make_event, uuid7,
 )
 
 logger = logging.getLogger("kernelzero.coder")
@@ -144,9 +144,14 @@ class CoderStage:
         return True
 
     async def repair(self, evaluated: SampleEvaluated, *, causation_id: str) -> list[Event]:
-        """One repair sample for a failed sample of ours whose turn is below repair_turns."""
+        """One repair sample for a failed sample of ours whose turn is below repair_turns.
+
+        A sample the evaluator could not judge (its own error, an unusable problem) failed through
+        no fault of its code: there is nothing to repair.
+        """
         remembered = self._remembered.pop(evaluated.sample_id, None)
-        if remembered is None or evaluated.verdict == "correct" or remembered.turn >= self.config.repair_turns:
+        if remembered is None or evaluated.verdict in ("correct", *UNCHARGED_VERDICTS) or \
+                remembered.turn >= self.config.repair_turns:
             return []
         attempt = Attempt(
             source=remembered.source, verdict=evaluated.verdict, reason=evaluated.reason,

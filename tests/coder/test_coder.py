@@ -118,12 +118,12 @@ async def test_policy_updates_that_are_old_or_corrupt_are_not_loaded(tiny_model_
 
 
 async def test_a_failed_sample_gets_a_repair_turn_showing_the_verdict():
-    config = CoderConfig(group_size=2, max_tokens=16, repair_turns=1)
+    config = CoderConfig(group_size=3, max_tokens=16, repair_turns=1)
     with OpenAITestServer(canned_answer(ANSWER)) as server:
         generator = OpenAIGenerator(server.base_url, "tiny")
         stage = CoderStage(generator, config)
         assert "samples.evaluated" in stage.topics
-        first, second = await stage.sample_group(MODULE, causation_id="e")
+        first, second, third = await stage.sample_group(MODULE, causation_id="e")
 
         def verdict(sample, verdict):
             return make_event(SampleEvaluated(
@@ -132,11 +132,12 @@ async def test_a_failed_sample_gets_a_repair_turn_showing_the_verdict():
             ), correlation_id="m-1", producer="evaluator")
 
         [repair] = await stage.handle(verdict(first, "incorrect"))
+        repair_prompt = server.requests[-1]["prompt"]
         assert await stage.handle(verdict(second, "correct")) == []
+        assert await stage.handle(verdict(third, "problem_error")) == [], "an unusable problem: nothing to repair"
         assert await stage.handle(verdict(repair, "incorrect")) == [], "no turn beyond repair_turns"
         await generator.close()
     assert repair.payload.turn == 1 and repair.payload.group_size == 1
-    repair_prompt = server.requests[1]["prompt"]
     assert "Verdict: incorrect (reason: output_mismatch)" in repair_prompt and "max_abs_err: 3.5" in repair_prompt
     assert "class ModelNew(torch.nn.Module)" in repair_prompt
 

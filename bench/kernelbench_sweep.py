@@ -126,7 +126,7 @@ async def sweep(paths: list[tuple[int, Path]], args, cache_dir: str) -> tuple[li
                     source = shrink(source)
                 t0 = time.monotonic()
                 result = await pool.evaluate(source, copy_candidate(source))
-                evidence = {k: result.evidence[k] for k in ("detail", "ops", "also", "memory", "error", "stage")
+                evidence = {k: result.evidence[k] for k in ("detail", "ops", "also", "memory", "error", "stage", "traceback")
                             if k in result.evidence}
                 rows.append({**row, "verdict": result.verdict, "reason": result.reason,
                              "seconds": round(time.monotonic() - t0, 2), "evidence": evidence})

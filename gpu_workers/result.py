@@ -20,7 +20,7 @@ class EvalResult(Evaluation, kw_only=True):
 
 
 class ProblemFailed(RuntimeError):
-    """Raised inside a trial when the problem is unusable (fails, non-deterministic, constant, out of memory); it becomes a `problem_error` result."""
+    """Raised inside a trial when the problem is unusable (fails, non-deterministic, constant, too large): a `problem_error`."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(f"problem {reason}: {detail}" if detail else f"problem {reason}")

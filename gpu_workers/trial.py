@@ -717,7 +717,7 @@ def _classify(exc: BaseException, trial: str) -> Verdict:
 
 
 def run_job(job: Job) -> bytes:
-    """The msgpack-encoded EvalResult; an exception of this module's own that escaped `Evaluation.run` is `evaluator_error`."""
+    """The msgpack-encoded EvalResult; an exception of ours that escaped `Evaluation.run` is `evaluator_error`."""
     try:
         result = Evaluation(job).run()
     except BaseException as exc:  # noqa: BLE001  (Evaluation blames what the candidate or problem raised)

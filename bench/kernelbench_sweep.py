@@ -107,13 +107,14 @@ def problem_paths(kb: Path, level: int) -> list[Path]:
 async def sweep(paths: list[tuple[int, Path]], args, cache_dir: str) -> tuple[list[dict], float]:
     from kernelzero.config import EvaluatorConfig
     from kernelzero.gpu_workers import EvaluatorPool
+    from kernelzero.gpu_workers.pool import resolve_devices
 
     config = EvaluatorConfig(device=args.device, workers_per_gpu=args.workers_per_gpu, timeout_s=args.timeout_s,
                              cache_dir=cache_dir)
     started = time.monotonic()
     rows: list[dict] = []
     async with EvaluatorPool(config, device=args.device, use_cache=False) as pool:
-        gate = asyncio.Semaphore(len(pool._workers))
+        gate = asyncio.Semaphore(len(resolve_devices(args.device, args.workers_per_gpu)[0]))  # one job a worker
 
         async def one(level: int, path: Path) -> None:
             async with gate:

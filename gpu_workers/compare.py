@@ -50,18 +50,21 @@ def flatten_outputs(out: Any) -> list[Any]:
 
 
 def is_constant(t: torch.Tensor) -> bool:
+    """Every element equal to the first (all NaN counts); one bool temporary the size of `t`."""
     if _numel(t) <= 1:
         return False
     flat = _reshape(t, (-1,))
     first = flat[0]
-    return bool(_item(_all(_or(_eq(flat, first), _and(_isnan(flat), _isnan(first))))))
+    if t.is_floating_point() and _item(_isnan(first)):
+        return bool(_item(_all(_isnan(flat))))
+    return bool(_item(_all(_eq(flat, first))))
 
 
 def poisoned_elements(t: torch.Tensor) -> int:
     """How many elements of `t` still hold the poison bit pattern (never written)."""
     if t.dtype == torch.bool or _numel(t) == 0 or not t.is_contiguous():
         return 0
-    return int(_item(_sum(_all(_eq(_bytes(t), POISON_BYTE), dim=1))))
+    return sum(int(_item(_sum(_all(_eq(rows, POISON_BYTE), dim=1)))) for rows in _byte_chunks(t))
 
 
 def unwritten_between(plain: Any, filled: Any) -> int:
@@ -75,15 +78,21 @@ def unwritten_between(plain: Any, filled: Any) -> int:
         if not (isinstance(a, _TENSOR) and isinstance(b, _TENSOR)) or b.dtype not in _FILL_BYTES \
                 or a.shape != b.shape or a.dtype != b.dtype or not (a.is_contiguous() and b.is_contiguous()):
             continue
-        raw_a, raw_b = _bytes(a), _bytes(b)
-        is_fill = _all(_eq(raw_b, _to(_FILL_BYTES[b.dtype], b.device)), dim=1)
-        count += int(_item(_sum(_and(is_fill, _any(_ne(raw_a, raw_b), dim=1)))))
+        fill = _to(_FILL_BYTES[b.dtype], b.device)
+        for raw_a, raw_b in zip(_byte_chunks(a), _byte_chunks(b)):
+            is_fill = _all(_eq(raw_b, fill), dim=1)
+            count += int(_item(_sum(_and(is_fill, _any(_ne(raw_a, raw_b), dim=1)))))
     return count
 
 
-def _bytes(t: torch.Tensor) -> torch.Tensor:
-    """A contiguous tensor's bytes, one row per element (flattened first: a 0-dim tensor has no last dim to view)."""
-    return _reshape(_view(_reshape(t, (-1,)), torch.uint8), (-1, t.element_size()))
+def _byte_chunks(t: torch.Tensor):
+    """A contiguous tensor's bytes, one row per element, CHUNK rows at a time (bounded temporaries for huge outputs).
+
+    Flattened first: a 0-dim tensor has no last dimension to view as bytes.
+    """
+    rows = _reshape(_view(_reshape(t, (-1,)), torch.uint8), (-1, t.element_size()))
+    for start in range(0, rows.shape[0], CHUNK):
+        yield rows[start:start + CHUNK]
 
 
 def _torch_fill_bytes() -> dict[torch.dtype, torch.Tensor]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 COMPARE_BYTES = 1 << 30  # compare.py works in float64 chunks of CHUNK elements: a few temporaries of 128 MiB
+BOOL_SHARE = 2  # whole-tensor checks (constancy, unchanged inputs) make one bool per element: half the bytes of 16-bit data
 DRAW_FACTOR = 3  # a trial's inputs while being drawn: the draw, its permuted or scaled copy, the shuffled chunk
 MARGIN = 1.25  # the estimate must fit this many times over: allocator rounding and fragmentation
 MAX_POISON_BLOCKS = 2  # freed blocks of each output's size filled before a call (trial.py)
@@ -41,11 +42,13 @@ def need_bytes(fp: Footprint, outputs_kept: int, poison_blocks: int = MAX_POISON
 
     Held throughout: both models, the kept reference outputs, the candidate's input buffers. On top,
     the larger of drawing a trial's inputs and calling the candidate (the trial's inputs, then the
-    poisoned blocks or the candidate's work, assumed to be the reference's peak, plus the comparison).
+    poisoned blocks or the candidate's work, assumed to be the reference's peak, plus the checks of
+    its output and of the inputs).
     """
     held = 2 * fp.weight_bytes + outputs_kept * fp.output_bytes + fp.input_bytes
     drawing = DRAW_FACTOR * fp.input_bytes
-    calling = fp.input_bytes + max(poison_blocks * fp.output_bytes, fp.ref_peak_bytes + COMPARE_BYTES)
+    checks = COMPARE_BYTES + (fp.input_bytes + fp.output_bytes) // BOOL_SHARE
+    calling = fp.input_bytes + max(poison_blocks * fp.output_bytes, fp.ref_peak_bytes + checks)
     return held + max(drawing, calling)
 
 

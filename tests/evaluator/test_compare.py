@@ -162,3 +162,16 @@ def test_blame_falls_on_the_output_only_when_the_reference_compares_with_itself(
     monkeypatch.setattr(compare, "compare_outputs", lambda *args: 1 / 0)  # the comparison itself is broken
     with pytest.raises(ZeroDivisionError):  # ours: it surfaces as evaluator_error, never as the output's fault
         compare.compare_or_blame([e], e.clone(), R, A)
+
+
+def test_byte_checks_in_chunks_count_as_whole(monkeypatch) -> None:
+    from kernelzero.gpu_workers import compare
+    got = ref().clone()
+    got.view(-1)[100:300].view(torch.uint8).fill_(POISON_BYTE)
+    plain, filled = ref().clone(), ref().clone()
+    plain.view(-1)[50:90] = 7.0
+    filled.view(-1)[50:90] = float("nan")
+    whole = poisoned_elements(got), unwritten_between([plain], [filled])
+    monkeypatch.setattr(compare, "CHUNK", 7)
+    assert (poisoned_elements(got), unwritten_between([plain], [filled])) == whole == (200, 40)
+    assert compare.is_constant(torch.full((9,), float("nan"))) and not compare.is_constant(got)

@@ -3,7 +3,9 @@
 The worker imports torch and Triton once (its parent sets TRITON_INTERPRET=1 for the CPU path) and never
 initialises CUDA, so forking it is safe and cheap. Each job's child gets its own session
 (killed as a group), resource limits and a scratch directory; a timeout kills it, and a crash,
-abort or exit without a result becomes a verdict. Nothing a candidate does survives its job.
+abort or exit without a result becomes a verdict against the candidate (only its code can end the
+child early; an exit code proves nothing). An exception of the evaluator's own while setting the
+child up is answered as a signed `evaluator_error`. Nothing a candidate does survives its job.
 """
 
 from __future__ import annotations

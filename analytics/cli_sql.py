@@ -1,8 +1,9 @@
 """`kernelzero sql "SELECT ..."`: ad hoc SQL over the projected log (read-only); prints a table, JSON lines or CSV.
 
 Tables: events, evaluations, samples, modules_proposed, modules_accepted, modules_rejected,
-groups_scored, group_samples, policies, projection_offsets, projection_skipped. Views: attempts,
-frontier, failures, failure_summary, speedups, training_curve, modules, proposer_stats.
+groups_scored, group_samples, policies, projection_offsets, projection_skipped. Views: judged (every
+first evaluation), attempts (less evaluator and problem errors), uncharged (those), frontier, failures,
+failure_summary, speedups, training_curve, modules, proposer_stats.
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@
   first answer), and `completion` is the kernel as the Coder must answer it (one fenced python
   block: `codeblocks.answer`, which the Coder's parser reads back).
 - `rl`: accepted modules at the frontier: the module's own Beta posterior pass rate (first
-  turns only unless [analytics] frontier_turns = "all") lies in [band_low, band_high] (an untried module has the prior mean); `frontier_weight` is the
-  highest frontier weight among its APIs and API pairs (NULL when none was tried yet).
+  turns only unless [analytics] frontier_turns = "all") lies in [band_low, band_high] (an
+  untried module has the prior mean); `frontier_weight` is the highest frontier weight among its
+  APIs and API pairs (NULL when none was tried yet). A held-out module, or one the evaluator
+  found unusable (any `problem_error`), is left out.
 - `pref`: per module and backend, every pair of correct kernels (any turn) where `chosen` is at
   least (1 + min_gain) times faster than `rejected`; `prompt` as for `sft`, both answers as for
   `sft`'s completion.
@@ -49,7 +51,7 @@ ORDER BY a.module_id""",
     "rl": """
 WITH posterior AS (
     SELECT *, ($prior_alpha + passes) / ($prior_alpha + $prior_beta + attempts) AS pass_mean
-    FROM modules WHERE status = 'accepted' AND split = 'train'
+    FROM modules WHERE status = 'accepted' AND split = 'train' AND problem_errors = 0
 ), weights AS (
     SELECT module_id, max(f.weight) AS frontier_weight
     FROM (SELECT module_id, unnest(api_keys(list_sort(list_distinct(apis)))) AS apis FROM posterior) k

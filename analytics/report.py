@@ -19,7 +19,7 @@ from kernelzero.schemas import VERDICTS
 HEATMAP_APIS = 16
 VERDICT_COLORS = {
     "correct": "#2e7d32", "incorrect": "#f9a825", "compile_error": "#c62828", "runtime_error": "#6a1b9a",
-    "timeout": "#455a64", "rejected": "#000000", "evaluator_error": "#90a4ae", "problem_error": "#bcaaa4",
+    "timeout": "#455a64", "rejected": "#000000", "evaluator_error": "#90caf9", "problem_error": "#bdbdbd",
 }
 
 
@@ -76,7 +76,7 @@ def plot_speedup(con: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 def plot_verdicts(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     rows = con.execute(
-        "SELECT coalesce(policy_version, 0) AS v, verdict, count(*) FROM attempts GROUP BY ALL ORDER BY v"
+        "SELECT coalesce(policy_version, 0) AS v, verdict, count(*) FROM judged GROUP BY ALL ORDER BY v"
     ).fetchall()
     versions = sorted({r[0] for r in rows})
     counts = {(v, verdict): n for v, verdict, n in rows}
@@ -165,8 +165,9 @@ def write_report(con: duckdb.DuckDBPyConnection, out: str | Path) -> list[Path]:
     for name, _, plot in PLOTS:
         plot(con, out / name)
         written.append(out / name)
-    (events, evaluated, passed) = con.execute(
-        "SELECT (SELECT count(*) FROM events), count(*), count(*) FILTER (WHERE passed) FROM attempts"
+    (events, evaluated, passed, uncharged) = con.execute(
+        "SELECT (SELECT count(*) FROM events), count(*), count(*) FILTER (WHERE passed), "
+        "(SELECT count(*) FROM uncharged) FROM attempts"
     ).fetchone()
     sections = "".join(f"<h2>{html.escape(title)}</h2><img src='{name}' alt='{html.escape(title)}'>"
                        for name, title, _ in PLOTS)
@@ -181,7 +182,8 @@ def write_report(con: duckdb.DuckDBPyConnection, out: str | Path) -> list[Path]:
 td,th{{border:1px solid #ccc;padding:2px 6px;font-size:small}} img{{max-width:100%}}</style></head>
 <body><h1>KernelZero run report</h1>
 <p>{events} events, {evaluated} evaluated samples, {passed} correct
-({passed / evaluated if evaluated else 0:.1%}). Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.</p>
+({passed / evaluated if evaluated else 0:.1%}); {uncharged} more not charged to the Coder (evaluator or problem
+errors). Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.</p>
 {sections}
 <h2>Held-out modules (evaluation only)</h2>{heldout}
 <h2>Training curve</h2>{curve}

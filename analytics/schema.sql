@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS evaluations (
     timing_n INTEGER,
     ref_eager_ms DOUBLE,
     speedup DOUBLE,
+    ref_compile_ms DOUBLE,
+    speedup_compile DOUBLE,
     gpu VARCHAR,
     device VARCHAR,
     evaluator_version VARCHAR,

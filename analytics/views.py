@@ -13,6 +13,7 @@ import duckdb
 from kernelzero.codeblocks import answer
 from kernelzero.coder_prompts import render_coder_prompt
 from kernelzero.config import AnalyticsConfig
+from kernelzero.schemas import UNCHARGED_VERDICTS
 
 VIEWS_SQL = resources.files("kernelzero.analytics").joinpath("views.sql").read_text()
 
@@ -26,8 +27,8 @@ def view_parameters(config: AnalyticsConfig) -> dict[str, float | bool]:
 
 
 def install_views(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig) -> None:
-    """Create (or replace) the macros and views; view bodies cannot hold parameters, so numbers are inlined."""
-    sql = VIEWS_SQL
+    """Create (or replace) the macros and views; view bodies cannot hold parameters, so values are inlined."""
+    sql = VIEWS_SQL.replace("$uncharged_verdicts", "(" + ", ".join(f"'{v}'" for v in UNCHARGED_VERDICTS) + ")")
     # Longest names first, so that no parameter name is replaced inside a longer one.
     for name, value in sorted(view_parameters(config).items(), key=lambda kv: -len(kv[0])):
         sql = sql.replace(f"${name}", str(value).lower() if isinstance(value, bool) else repr(float(value)))

@@ -22,10 +22,10 @@ CREATE OR REPLACE TEMP MACRO api_keys(apis) AS list_concat(
     flatten(list_transform(range(1, len(apis) + 1),
                            lambda i: list_transform(range(i + 1, len(apis) + 1), lambda j: [apis[i], apis[j]]))));
 
--- One row per evaluated sample (its first evaluation; re-evaluations are left out). Policy
--- version and APIs come from the sample only where the evaluation lacks them, so the join
--- touches only those rows.
-CREATE OR REPLACE TEMP VIEW attempts AS
+-- One row per evaluated sample (its first evaluation; re-evaluations are left out), whatever its
+-- verdict. Policy version and APIs come from the sample only where the evaluation lacks them, so
+-- the join touches only those rows.
+CREATE OR REPLACE TEMP VIEW judged AS
 SELECT * EXCLUDE (first_evaluation), verdict = 'correct' AS passed
 FROM evaluations
 WHERE first_evaluation AND policy_version IS NOT NULL AND len(apis) > 0
@@ -38,6 +38,17 @@ SELECT e.* EXCLUDE (first_evaluation, policy_version, apis, api_set),
 FROM (SELECT * FROM evaluations WHERE first_evaluation AND (policy_version IS NULL OR len(apis) = 0)) e
 LEFT JOIN samples s ON s.sample_id = e.sample_id
 QUALIFY row_number() OVER (PARTITION BY e.event_id ORDER BY s.produced_at, s.event_id) = 1;
+
+-- The Coder's attempts: judged samples less those nobody's sample is to blame for (the evaluator's
+-- own errors, unusable problems: schemas.UNCHARGED_VERDICTS). Frontier, failures, speedups and
+-- the training curve's rates count attempts only.
+CREATE OR REPLACE TEMP VIEW attempts AS
+SELECT * FROM judged WHERE verdict NOT IN $uncharged_verdicts;
+
+-- Samples that were not the Coder's to answer for, with what went wrong (reason and evidence).
+CREATE OR REPLACE TEMP VIEW uncharged AS
+SELECT sample_id, module_id, backend, level, policy_version, verdict, reason, evidence, evaluator_version, produced_at
+FROM judged WHERE verdict IN $uncharged_verdicts;
 
 -- The frontier per API and per API pair (see frontier.py for the definition of the weight);
 -- with first_turns, repair answers do not count (a repaired pass is not a first-shot pass); held-out
@@ -119,10 +130,13 @@ WITH evals AS (
 ), rewards AS (
     SELECT policy_version, count(DISTINCT event_id) AS groups, avg(reward) AS mean_reward
     FROM group_samples GROUP BY 1
+), unscored AS (
+    SELECT coalesce(policy_version, 0) AS policy_version, count(*) AS uncharged FROM uncharged GROUP BY 1
 )
 SELECT policy_version, coalesce(samples, 0) AS samples, pass_rate, compile_error_rate, rejected_rate,
-       median_speedup, geomean_speedup, coalesce(groups, 0) AS groups, mean_reward
-FROM evals FULL OUTER JOIN rewards USING (policy_version)
+       median_speedup, geomean_speedup, coalesce(groups, 0) AS groups, mean_reward,
+       coalesce(uncharged, 0) AS uncharged
+FROM evals FULL OUTER JOIN rewards USING (policy_version) FULL OUTER JOIN unscored USING (policy_version)
 ORDER BY policy_version;
 
 -- Every module with its status (accepted wins over rejected, which wins over proposed) and Coder results
@@ -142,10 +156,12 @@ WITH proposed AS (
     SELECT module_id, arg_min(reason, produced_at) AS reject_reason, arg_min(apis, produced_at) AS apis
     FROM modules_rejected GROUP BY module_id
 ), results AS (
-    SELECT module_id, count(*) FILTER (WHERE turn = 0 OR NOT $first_turns) AS attempts,
+    SELECT module_id,
+           count(*) FILTER (WHERE verdict NOT IN $uncharged_verdicts AND (turn = 0 OR NOT $first_turns)) AS attempts,
            count(*) FILTER (WHERE passed AND (turn = 0 OR NOT $first_turns)) AS passes,
-           max(speedup) FILTER (WHERE passed) AS best_speedup
-    FROM attempts GROUP BY module_id
+           max(speedup) FILTER (WHERE passed) AS best_speedup,
+           count(*) FILTER (WHERE verdict = 'problem_error') AS problem_errors
+    FROM judged GROUP BY module_id
 )
 SELECT module_id,
        CASE WHEN a.module_id IS NOT NULL THEN 'accepted' WHEN r.module_id IS NOT NULL THEN 'rejected'
@@ -154,7 +170,8 @@ SELECT module_id,
        coalesce(a.split, 'train') AS split,
        p.generator, p.proposer_version, a.fingerprint, r.reject_reason,
        coalesce(p.proposed_at, a.accepted_at) AS first_seen,
-       coalesce(x.attempts, 0) AS attempts, coalesce(x.passes, 0) AS passes, x.best_speedup
+       coalesce(x.attempts, 0) AS attempts, coalesce(x.passes, 0) AS passes, x.best_speedup,
+       coalesce(x.problem_errors, 0) AS problem_errors  -- the evaluator found the module itself unusable
 FROM proposed p FULL OUTER JOIN accepted a USING (module_id)
      FULL OUTER JOIN rejected r USING (module_id) LEFT JOIN results x USING (module_id);
 

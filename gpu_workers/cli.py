@@ -1,7 +1,10 @@
 """`kernelzero eval PROBLEM.py CANDIDATE.py`: evaluate one candidate, print a summary or one JSON object; no batching.
 
-Exit codes: 0 for any verdict (the verdict is the answer), 2 when a file is missing or the
-problem itself is unusable (its reference fails, is non-deterministic or constant).
+Exit codes: 0 for any verdict about the candidate (the verdict is the answer); 2 when a file is
+missing or the device cannot be had; 3 for `problem_error` (the problem itself is unusable: its
+reference fails, runs out of memory on the whole GPU, is non-deterministic or constant); 4 for
+`evaluator_error` (the evaluator's own code failed: a bug to report, with the traceback). The
+result (summary or JSON) is printed in every case, the reason on stderr for 3 and 4.
 """
 
 from __future__ import annotations
@@ -9,6 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+EXIT_CODES = {"problem_error": 3, "evaluator_error": 4}
+MESSAGES = {"problem_error": "the problem {problem} is unusable: {reason}",
+            "evaluator_error": "the evaluator itself failed (not the candidate's fault; please report it): {reason}"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, config) -> int:
     import msgspec
 
-    from kernelzero.gpu_workers import ProblemFailed, evaluate
+    from kernelzero.gpu_workers import evaluate
     sources = []
     for label, path in (("problem", args.problem), ("candidate", args.candidate)):
         file = Path(path)
@@ -36,10 +43,6 @@ def main(args: argparse.Namespace, config) -> int:
         cfg = msgspec.structs.replace(cfg, timeout_s=args.timeout)
     try:
         result = evaluate(sources[0], sources[1], cfg, device=args.device, use_cache=not args.no_cache)
-    except ProblemFailed as exc:
-        print(f"kernelzero eval: the problem {args.problem} is unusable: {exc.reason}"
-              f"{': ' + exc.detail if exc.detail else ''}", file=sys.stderr)
-        return 2
     except RuntimeError as exc:  # e.g. --device cuda without a GPU
         print(f"kernelzero eval: {exc}", file=sys.stderr)
         return 2
@@ -47,13 +50,18 @@ def main(args: argparse.Namespace, config) -> int:
         print(msgspec.json.encode(msgspec.structs.asdict(result)).decode())  # every field, defaults included
     else:
         _print_summary(result)
-    return 0
+    if result.verdict in MESSAGES:
+        detail = result.evidence.get("detail") or result.evidence.get("error", "")
+        reason = result.reason + (f": {detail}" if detail else "")
+        print(f"kernelzero eval: {MESSAGES[result.verdict].format(problem=args.problem, reason=reason)}", file=sys.stderr)
+    return EXIT_CODES.get(result.verdict, 0)
 
 
 def _print_summary(result) -> None:
     from rich.console import Console
     from rich.table import Table
-    colour = {"correct": "green", "incorrect": "red", "rejected": "magenta"}.get(result.verdict, "yellow")
+    colour = {"correct": "green", "incorrect": "red", "rejected": "magenta", "problem_error": "blue",
+              "evaluator_error": "blue"}.get(result.verdict, "yellow")
     table = Table(show_header=False, box=None)
     table.add_row("verdict", f"[bold {colour}]{result.verdict}[/] ({result.reason})")
     table.add_row("device", f"{result.device} {result.gpu}".strip() + (" (cached)" if result.cached else ""))
@@ -64,6 +72,8 @@ def _print_summary(result) -> None:
     if result.runtime_ms is not None:
         table.add_row("runtime", f"{result.runtime_ms:.4g} ms (IQR {result.runtime_iqr_ms:.2g}, n={result.timing_n})")
         table.add_row("eager ref", f"{result.ref_eager_ms:.4g} ms -> speedup {result.speedup:.3g}x")
+    if result.ref_compile_ms is not None:
+        table.add_row("compiled ref", f"{result.ref_compile_ms:.4g} ms -> speedup {result.speedup_compile:.3g}x")
     table.add_row("compile", f"{result.compile_s:.2f} s")
     for key, value in result.evidence.items():
         table.add_row(key, value[:300])

@@ -1,4 +1,8 @@
-"""Output comparison: shape, dtype, NaN/Inf parity, magnitude-aware tolerances, constant and unwritten outputs.
+"""Output comparison: form (type, layout, device, dtype, shape), NaN/Inf parity, magnitude-aware tolerances, constant and unwritten outputs.
+
+Every output form a reference can return is compared: tensors of any rank (0-dim included),
+tuples and lists of them, integer and bool tensors (exactly), complex tensors (as real pairs) and
+Python numbers. A candidate output whose form differs is a mismatch with a reason, never an error.
 
 The torch functions used here are bound when this module is imported (before any candidate
 code), so a candidate that rebinds `torch.allclose` or `torch.Tensor.sub` does not change the
@@ -21,6 +25,8 @@ _where, _sqrt, _sum, _max, _all, _any, _eq = torch.where, torch.sqrt, torch.sum,
 _to, _view, _reshape, _item = torch.Tensor.to, torch.Tensor.view, torch.Tensor.reshape, torch.Tensor.item
 _zeros_like, _numel = torch.zeros_like, torch.Tensor.numel
 _sub, _mul, _add, _gt, _ne = torch.sub, torch.mul, torch.add, torch.gt, torch.ne
+_view_as_real, _resolve_conj, _as_tensor = torch.view_as_real, torch.resolve_conj, torch.tensor
+_storage_bytes = torch.UntypedStorage.nbytes
 _or, _and, _not = torch.logical_or, torch.logical_and, torch.logical_not
 _TENSOR = torch.Tensor
 
@@ -44,18 +50,21 @@ def flatten_outputs(out: Any) -> list[Any]:
 
 
 def is_constant(t: torch.Tensor) -> bool:
+    """Every element equal to the first (all NaN counts); one bool temporary the size of `t`."""
     if _numel(t) <= 1:
         return False
     flat = _reshape(t, (-1,))
     first = flat[0]
-    return bool(_item(_all(_or(_eq(flat, first), _and(_isnan(flat), _isnan(first))))))
+    if t.is_floating_point() and _item(_isnan(first)):
+        return bool(_item(_all(_isnan(flat))))
+    return bool(_item(_all(_eq(flat, first))))
 
 
 def poisoned_elements(t: torch.Tensor) -> int:
     """How many elements of `t` still hold the poison bit pattern (never written)."""
     if t.dtype == torch.bool or _numel(t) == 0 or not t.is_contiguous():
         return 0
-    return int(_item(_sum(_all(_eq(_bytes(t), POISON_BYTE), dim=1))))
+    return sum(int(_item(_sum(_all(_eq(rows, POISON_BYTE), dim=1)))) for rows in _byte_chunks(t))
 
 
 def unwritten_between(plain: Any, filled: Any) -> int:
@@ -69,14 +78,21 @@ def unwritten_between(plain: Any, filled: Any) -> int:
         if not (isinstance(a, _TENSOR) and isinstance(b, _TENSOR)) or b.dtype not in _FILL_BYTES \
                 or a.shape != b.shape or a.dtype != b.dtype or not (a.is_contiguous() and b.is_contiguous()):
             continue
-        raw_a, raw_b = _bytes(a), _bytes(b)
-        is_fill = _all(_eq(raw_b, _to(_FILL_BYTES[b.dtype], b.device)), dim=1)
-        count += int(_item(_sum(_and(is_fill, _any(_ne(raw_a, raw_b), dim=1)))))
+        fill = _to(_FILL_BYTES[b.dtype], b.device)
+        for raw_a, raw_b in zip(_byte_chunks(a), _byte_chunks(b)):
+            is_fill = _all(_eq(raw_b, fill), dim=1)
+            count += int(_item(_sum(_and(is_fill, _any(_ne(raw_a, raw_b), dim=1)))))
     return count
 
 
-def _bytes(t: torch.Tensor) -> torch.Tensor:
-    return _reshape(_view(t, torch.uint8), (-1, t.element_size()))
+def _byte_chunks(t: torch.Tensor):
+    """A contiguous tensor's bytes, one row per element, CHUNK rows at a time (bounded temporaries for huge outputs).
+
+    Flattened first: a 0-dim tensor has no last dimension to view as bytes.
+    """
+    rows = _reshape(_view(_reshape(t, (-1,)), torch.uint8), (-1, t.element_size()))
+    for start in range(0, rows.shape[0], CHUNK):
+        yield rows[start:start + CHUNK]
 
 
 def _torch_fill_bytes() -> dict[torch.dtype, torch.Tensor]:
@@ -96,17 +112,14 @@ _FILL_BYTES = _torch_fill_bytes()
 
 def compare_tensor(expected: torch.Tensor, got: Any, rtol: float, atol: float) -> Comparison:
     """Elementwise |got - exp| <= atol * scale + rtol * |exp| with scale = RMS(exp), AND ||got - exp|| <= rtol ||exp||."""
-    if type(got) is not _TENSOR:
-        return Comparison(False, "output_not_plain_tensor", detail=f"output is a {type(got).__name__}, not torch.Tensor")
-    if tuple(got.shape) != tuple(expected.shape):
-        return Comparison(False, "shape_mismatch", detail=f"expected {tuple(expected.shape)}, got {tuple(got.shape)}")
-    if got.dtype != expected.dtype:
-        return Comparison(False, "dtype_mismatch", detail=f"expected {expected.dtype}, got {got.dtype}")
-    if got.device != expected.device:
-        return Comparison(False, "device_mismatch", detail=f"expected {expected.device}, got {got.device}")
+    form = _form_mismatch(expected, got)
+    if form is not None:
+        return form
+    if expected.is_complex():  # real and imaginary parts compared as one real tensor of pairs
+        expected, got = _view_as_real(_resolve_conj(expected)), _view_as_real(_resolve_conj(got))
     if _numel(expected) == 0:
         return Comparison(True)
-    if not (expected.is_floating_point() or expected.is_complex()):
+    if not expected.is_floating_point():  # integers and bools: exactly
         bad = int(_item(_sum(_ne(got, expected))))
         if bad:
             return Comparison(False, _mismatch_reason(expected, got), detail=f"{bad} of {_numel(expected)} elements differ")
@@ -126,6 +139,31 @@ def compare_tensor(expected: torch.Tensor, got: Any, rtol: float, atol: float) -
         return Comparison(False, _mismatch_reason(expected, got), max_abs, rel,
                           f"{bad} of {_numel(expected)} elements beyond tolerance; relative error of the tensor {rel:.3g}")
     return Comparison(True, "ok", max_abs, rel)
+
+
+def _form_mismatch(expected: torch.Tensor, got: Any) -> Comparison | None:
+    """Why `got` is not a plain dense tensor like `expected` (each reason a candidate's mismatch), or None."""
+    if type(got) is not _TENSOR:
+        return Comparison(False, "output_not_plain_tensor", detail=f"output is a {type(got).__name__}, not torch.Tensor")
+    if got.layout != torch.strided or got.is_nested:
+        return Comparison(False, "layout_mismatch", detail=f"expected a dense tensor, got layout {got.layout}")
+    if got.device != expected.device:
+        return Comparison(False, "device_mismatch", detail=f"expected {expected.device}, got {got.device}")
+    if tuple(got.shape) != tuple(expected.shape):
+        return Comparison(False, "shape_mismatch", detail=f"expected {tuple(expected.shape)}, got {tuple(got.shape)}")
+    if got.dtype != expected.dtype:
+        return Comparison(False, "dtype_mismatch", detail=f"expected {expected.dtype}, got {got.dtype}")
+    if not fits_storage(got):
+        return Comparison(False, "output_unreadable", detail="the output's storage is smaller than its shape needs")
+    return None
+
+
+def fits_storage(t: torch.Tensor) -> bool:
+    """Whether every element of `t` lies inside its storage (a storage resized after the fact makes reads fail)."""
+    if _numel(t) == 0:
+        return True
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return (t.storage_offset() + extent) * t.element_size() <= _storage_bytes(t.untyped_storage())
 
 
 def _chunks(expected: torch.Tensor, got: torch.Tensor):
@@ -166,6 +204,10 @@ def _mismatch_reason(expected: torch.Tensor, got: torch.Tensor) -> str:
     return "unwritten_output" if poisoned_elements(got) else "output_mismatch"
 
 
+def _number_tensor(value: int | float | bool) -> torch.Tensor:
+    return _as_tensor(value, dtype=torch.float64 if isinstance(value, float) else None)
+
+
 def compare_outputs(expected: list[Any], got: Any, rtol: float, atol: float) -> Comparison:
     """Compare a flat reference output list with a candidate's raw forward result; worst error kept."""
     try:
@@ -176,12 +218,30 @@ def compare_outputs(expected: list[Any], got: Any, rtol: float, atol: float) -> 
         return Comparison(False, "output_count", detail=f"expected {len(expected)} outputs, got {len(flat)}")
     worst = Comparison(True)
     for i, (exp, act) in enumerate(zip(expected, flat)):
-        if not isinstance(exp, torch.Tensor):
-            exp = torch.tensor(exp)
-            act = torch.tensor(act) if isinstance(act, (int, float, bool)) else act
+        if not isinstance(exp, torch.Tensor):  # a Python number: the candidate's must be a number of its kind
+            if type(act) is not type(exp):
+                result = Comparison(False, "output_type", detail=f"output {i}: expected a Python {type(exp).__name__}, "
+                                                                 f"got {type(act).__name__}")
+                return result
+            exp, act = _number_tensor(exp), _number_tensor(act)
         result = compare_tensor(exp, act, rtol, atol)
         if not result.ok:
             result.detail = f"output {i}: {result.detail}"
             return result
         worst = Comparison(True, "ok", max(worst.max_abs_err, result.max_abs_err), max(worst.rel_err, result.rel_err))
     return worst
+
+
+def compare_or_blame(expected: list[Any], got: Any, rtol: float, atol: float) -> Comparison:
+    """`compare_outputs`, where an exception is the output's fault only if the reference compares with itself cleanly.
+
+    A candidate output of the right form can still break a read (a storage swapped under a tensor, an
+    allocator left broken): that is `output_unreadable`, a mismatch. If comparing the reference with a
+    copy of itself raises too, the fault is this module's own and the exception propagates.
+    """
+    try:
+        return compare_outputs(expected, got, rtol, atol)
+    except Exception as exc:  # noqa: BLE001  (attributed just below)
+        copy = [t.clone() if isinstance(t, _TENSOR) else t for t in expected]
+        compare_outputs(expected, copy, rtol, atol)  # raises when the comparison itself is broken
+        return Comparison(False, "output_unreadable", detail=f"{type(exc).__name__}: {exc}"[:500])

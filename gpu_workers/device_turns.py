@@ -1,12 +1,13 @@
-"""Turns on one GPU across evaluator processes: shared for checking candidates, exclusive for timing them.
+"""Turns on one GPU across evaluator processes: shared for checking candidates, exclusive for timing them or for a problem too large to share.
 
 Several workers can share a GPU (`[evaluator] workers_per_gpu`): their compiles, imports and
 correctness trials overlap, while a timed run waits until no other candidate runs on that GPU and
-holds new ones back at a gate until it is done. The turns are advisory `flock` locks in the
-temporary directory's `kernelzero-gpu-turns/` (bound into every worker's sandbox at the same
-path), keyed by the GPU's UUID, so every evaluator on the host takes part; the kernel drops
-them when a process dies. They do NOT keep out other programs using the GPU, nor a candidate
-that drops or takes its own process's turn.
+holds new ones back at a gate until it is done. An evaluation whose memory need exceeds its share
+(gpu_workers/memory.py) goes alone the same way and keeps the GPU to itself until it ends. The
+turns are advisory `flock` locks in the temporary directory's `kernelzero-gpu-turns/` (bound into
+every worker's sandbox at the same path), keyed by the GPU's UUID, so every evaluator on the host
+takes part; the kernel drops them when a process dies. They do NOT keep out other programs using
+the GPU, nor a candidate that drops or takes its own process's turn.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class DeviceTurns:
         base = os.path.join(TURNS_DIR, gpu_key)
         self._gate = os.open(base + ".gate", os.O_RDONLY | os.O_CREAT, 0o666)
         self._turn = os.open(base + ".lock", os.O_RDONLY | os.O_CREAT, 0o666)
+        self.is_alone = False
 
     def share(self) -> None:
         """Take a shared turn; waits while a timed run holds or awaits the GPU."""
@@ -35,19 +37,34 @@ class DeviceTurns:
         finally:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
 
-    @contextlib.contextmanager
-    def exclusive(self):
-        """The GPU to this process alone, then no turn at all; the shared turn is given up first, so two timers never deadlock."""
+    def alone(self) -> None:
+        """The GPU to this process alone from now until it exits; the shared turn is given up first, so two never deadlock."""
+        if self.is_alone:
+            return
         fcntl.flock(self._turn, fcntl.LOCK_UN)
         fcntl.flock(self._gate, fcntl.LOCK_EX)
         try:
             fcntl.flock(self._turn, fcntl.LOCK_EX)
         finally:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
+        self.is_alone = True
+
+    def release(self) -> None:
+        """No turn at all: waiting evaluations go ahead."""
+        fcntl.flock(self._turn, fcntl.LOCK_UN)
+        self.is_alone = False
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        """The GPU to this process alone inside, then no turn at all (a process already alone keeps its turn)."""
+        if self.is_alone:
+            yield
+            return
+        self.alone()
         try:
             yield
         finally:
-            fcntl.flock(self._turn, fcntl.LOCK_UN)
+            self.release()
 
 
 def for_device(device_index: int) -> DeviceTurns:

@@ -32,22 +32,62 @@ def is_glue(op: Any) -> bool:
     return getattr(op, "is_view", False) or name in GLUE_OPS or name.startswith(GLUE_PREFIXES)
 
 
-def op_tokens(name: str) -> set[str]:
-    return {name, *name.strip("_").split("_")}
+# Library compute a candidate may call beside its own kernels (`allowed_torch_ops`) is named by its base
+# op: backend prefixes and suffixes off, so `cudnn_convolution` is `convolution` but `cudnn_convolution_relu`
+# (a fused activation) is not. Every matrix product is one family, so a `bmm` can do an `mm`'s work.
+BACKEND_PREFIXES = ("cudnn_", "miopen_", "mkldnn_", "thnn_")
+BACKEND_SUFFIXES = ("_overrideable", "_transpose")
+MATMUL_OPS = {"mm", "bmm", "mv", "dot", "vdot", "matmul", "linear", "addmm", "addmv", "addbmm", "baddbmm", "addr",
+              "outer", "ger", "inner", "einsum", "tensordot", "chain_matmul", "multi_dot", "scaled_mm"}
+ADD_FUSED_OPS = {"addmm", "addmv", "addbmm", "baddbmm", "addr"}  # beta * input + alpha * product
+
+
+def base_op(name: str) -> str:
+    """`_convolution`, `cudnn_convolution`, `convolution_overrideable` -> `convolution`; other names unchanged."""
+    base = name.lstrip("_")
+    for prefix in BACKEND_PREFIXES:
+        base = base.removeprefix(prefix)
+    for suffix in BACKEND_SUFFIXES:
+        base = base.removesuffix(suffix)
+    return base
+
+
+def op_family(name: str) -> str:
+    """The work an op does, for telling whether torch did the reference's work: `matmul` for every product."""
+    base = base_op(name)
+    return "matmul" if base in MATMUL_OPS else base
+
+
+def implied_ops(name: str, args: tuple, kwargs: dict) -> list[str]:
+    """The separate ops a fused library call also does: the bias add of `addmm` or a biased convolution, alpha/beta scaling."""
+    base = base_op(name)
+    if base in ADD_FUSED_OPS:
+        beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+        implied = ["add"] if beta != 0 else []
+        if alpha != 1 or beta not in (0, 1):
+            implied.append("mul")
+        return implied + (["sum"] if base == "addbmm" else [])
+    if base == "convolution" and len(args) > 2 and args[2] is not None:
+        return ["add"]
+    return []
 
 
 class OpRecorder(TorchDispatchMode):
-    """Names of non-glue aten ops run outside custom kernel launches while active."""
+    """Names of non-glue aten ops run outside custom kernel launches while active, and what fused ones also did."""
 
     def __init__(self, launches: "LaunchLog") -> None:
         super().__init__()
         self.launches = launches
         self.compute_ops: list[str] = []
+        self.implied: list[str] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         if not self.launches.inside and not is_glue(func):
-            self.compute_ops.append(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
+            name = func.overloadpacket.__name__
+            self.compute_ops.append(name)
+            self.implied += implied_ops(name, args, kwargs)
+        return func(*args, **kwargs)
 
 
 @dataclass
@@ -95,14 +135,21 @@ class LaunchLog:
         if torch.cuda.is_initialized():
             torch.cuda.synchronize()  # the kernel may run on a side stream: let it finish before overwriting
         for arg in args:
-            if not isinstance(arg, torch.Tensor) or overlaps(arg, self.protected):
-                continue
-            if arg.dtype == torch.bool:
-                arg.logical_not_()
-            elif arg.is_floating_point():
-                arg.fill_(float("nan"))
-            else:
-                arg.fill_(-1)
+            if isinstance(arg, torch.Tensor) and not overlaps(arg, self.protected):
+                _poison(arg)
+
+
+def _poison(t: torch.Tensor) -> None:
+    """NaN, -1 or flipped bools over `t`; over its whole storage's bytes where `t` cannot be written (overlapping views)."""
+    try:
+        if t.dtype == torch.bool:
+            t.logical_not_()
+        elif t.is_floating_point():
+            t.fill_(float("nan"))
+        else:
+            t.fill_(-1)
+    except RuntimeError:  # e.g. an inference tensor: a candidate must not escape ablation by passing one
+        torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).fill_(0xFF)
 
 
 def storage_range(t: torch.Tensor) -> tuple[int, int]:

@@ -1,14 +1,16 @@
 """EvaluatorPool: one persistent worker per GPU (or one on the CPU), CUDA builds on a CPU pool, result and build caches.
 
-`await pool.evaluate(problem_src, candidate_src)` never raises for anything the candidate
-does; it raises ProblemFailed when the reference problem itself is unusable, and
-SandboxUnavailable (at start, or if a job finds less containment than required) when
-candidate code would run less contained than `require_sandbox` asks. Workers and builds start
+`await pool.evaluate(problem_src, candidate_src)` never raises for anything the candidate or the
+problem does: an unusable problem is a `problem_error` result (and every later candidate of that
+problem gets the same answer without a run), a fault of the evaluator's own an `evaluator_error`
+result. It raises SandboxUnavailable (at start, or if a job finds less containment than required)
+when candidate code would run less contained than `require_sandbox` asks. Workers and builds start
 in the pool's sandbox (gpu_workers/sandbox.py); every result names it in evidence["sandbox"].
-A worker that dies or stops answering is replaced. Results are cached on disk by (problem
-hash, candidate hash, GPU, evaluator version, rule-relevant config, containment), signed
-(gpu_workers/signed_cache.py: an entry that does not verify is evaluated again); timeouts and
-lost workers are not cached, and `use_cache=False` neither reads nor writes results.
+A worker that dies or stops answering is replaced. Results are cached on disk by (problem hash,
+candidate hash, GPU, evaluator version, rule-relevant config, containment), signed
+(gpu_workers/signed_cache.py: an entry that does not verify is evaluated again); timeouts, lost
+workers, evaluator errors and memory shortages are not cached, and `use_cache=False` neither reads
+nor writes results.
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ import msgspec
 
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import headers
-from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
+from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult
 from kernelzero.gpu_workers.sandbox import (EXTENSIONS, TURNS_INSIDE, Sandbox, SandboxUnavailable, Workspace,
                                             turns_dir)
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.static_check import check_source
 
-NOT_CACHED = {"timeout"}
-NOT_CACHED_PREFIX = ("worker_lost",)
+NOT_CACHED = {"timeout", "evaluator_error"}
+NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy
 _CONFIG_NOT_IN_KEY = {"cache_dir", "build_workers", "workers_per_gpu", "device", "timeout_s", "compile_timeout_s",
                       "slim_headers", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
 
@@ -108,10 +110,14 @@ class _Worker:
 
 
 class EvaluatorPool:
-    def __init__(self, config: EvaluatorConfig | None = None, *, device: str | None = None, use_cache: bool = True):
+    def __init__(self, config: EvaluatorConfig | None = None, *, device: str | None = None, use_cache: bool = True,
+                 gpu_processes: int = 1):
+        """`gpu_processes`: evaluator processes (each with this pool's `workers_per_gpu`) sharing each GPU."""
         self.config = config or EvaluatorConfig()
         self.device = device or self.config.device
         self.use_cache = use_cache
+        self.gpu_sharing = max(1, self.config.workers_per_gpu) * max(1, gpu_processes)
+        self._unusable: dict[str, EvalResult] = {}  # problem hash -> its problem_error
         self.cache_dir = Path(os.path.expanduser(self.config.cache_dir))
         self.sandbox = Sandbox(self.config, self.cache_dir)  # probed once started
         self._signed = SignedFiles(self.cache_dir)
@@ -175,6 +181,9 @@ class EvaluatorPool:
 
     # ---- evaluation ----
     async def evaluate(self, problem_src: str, candidate_src: str) -> EvalResult:
+        known = self._unusable.get(sha256(problem_src))
+        if known is not None:
+            return msgspec.structs.replace(known, cached=True)
         static = self._static(candidate_src)
         if static is not None:
             return static
@@ -192,6 +201,8 @@ class EvaluatorPool:
         result.compile_s = round(result.compile_s + compile_s, 3)
         if ext_dir:
             result.evidence["headers"] = headers.label(slim)
+        if result.verdict == "problem_error":
+            self._unusable[sha256(problem_src)] = result
         self._cache_put(path, result)
         return result
 
@@ -223,7 +234,7 @@ class EvaluatorPool:
             scratch, extensions = await asyncio.to_thread(worker.workspace.prepare, ext_dir)
             job = Job(problem_src=problem_src, candidate_src=candidate_src, device=worker.device, scratch_dir=scratch,
                       config=self.config, gpu=self.gpu, extensions_dir=extensions, arch_list=self.arch,
-                      slim_headers=slim_headers)
+                      slim_headers=slim_headers, gpu_sharing=self.gpu_sharing)
             answer = await worker.run(msgspec.msgpack.encode(job), self.config.timeout_s)
         finally:
             worker.workspace.clear()  # the worker killed what the job started before it answered
@@ -233,8 +244,6 @@ class EvaluatorPool:
         outcome = msgspec.msgpack.decode(answer)
         if isinstance(outcome, dict) and "sandbox_missing" in outcome:
             raise SandboxUnavailable(f"{self.sandbox.refusal(outcome['sandbox_missing'])} (this job: {outcome['in_force']})")
-        if isinstance(outcome, dict) and "problem_error" in outcome:
-            raise ProblemFailed(outcome["problem_error"], outcome.get("detail", ""))
         result = msgspec.convert(outcome, EvalResult)
         result.evidence["sandbox"] = self.sandbox.label
         if "static" not in result.checks and self.config.static_checks:
@@ -312,7 +321,7 @@ class EvaluatorPool:
 
 def evaluate(problem_src: str, candidate_src: str, config: EvaluatorConfig | None = None, *,
              device: str | None = None, use_cache: bool = True) -> EvalResult:
-    """One-off synchronous evaluation (starts and stops its own worker); raises ProblemFailed for a bad problem."""
+    """One-off synchronous evaluation (starts and stops its own worker); a bad problem is a `problem_error` result."""
     config = msgspec.structs.replace(config or EvaluatorConfig(), workers_per_gpu=1)
     device = device or config.device
     if device in ("cuda", "auto"):

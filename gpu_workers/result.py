@@ -1,4 +1,4 @@
-"""The evaluator's verdict type (EvalResult: the schema's Evaluation, stamped with this version) and errors.
+"""The evaluator's verdict type (EvalResult: the schema's Evaluation, stamped with this version) and the problem's failure inside a trial.
 
 A service turns an EvalResult into a SampleEvaluated (an Evaluation plus the sample's ids) with
 `msgspec.structs.asdict`.
@@ -9,7 +9,10 @@ from __future__ import annotations
 from kernelzero.schemas import Evaluation
 
 # Bump when a rule changes what a candidate's verdict would be: the result cache keys on it.
-EVALUATOR_VERSION = "kz-eval-2"  # 2: unjoined side streams rejected; unwritten outputs found by a re-run
+# 2: unjoined side streams rejected; unwritten outputs found by a re-run.
+# 3: evaluator_error and problem_error verdicts; 0-dim and Python-number outputs compared; the reference's input
+#    draw no longer counted as its work; matrix products one family, fused bias adds and scalings counted.
+EVALUATOR_VERSION = "kz-eval-3"
 
 
 class EvalResult(Evaluation, kw_only=True):
@@ -17,7 +20,7 @@ class EvalResult(Evaluation, kw_only=True):
 
 
 class ProblemFailed(RuntimeError):
-    """The reference problem itself is unusable (fails, non-deterministic, constant); not the candidate's fault."""
+    """Raised inside a trial when the problem is unusable (fails, non-deterministic, constant, too large): a `problem_error`."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(f"problem {reason}: {detail}" if detail else f"problem {reason}")

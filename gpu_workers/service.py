@@ -2,8 +2,9 @@
 
 A sample without code (source None) is answered without running anything: verdict
 `compile_error`, reason `no_code` (the coder's own reason, when it gave one, goes to evidence).
-A sample whose problem is unusable (ProblemFailed) is not the coder's fault: the handler raises
-and the stage runner dead-letters it with the reason, so no reward is made up for it.
+A sample whose problem is unusable, or that the evaluator itself failed on, is answered with the
+verdict `problem_error` or `evaluator_error` (the reason and evidence say why): nobody's sample
+to charge, and consumers must leave such verdicts out of rewards (schemas.UNCHARGED_VERDICTS).
 Several service processes in the one group "evaluator" share the partitions: see workers.py.
 """
 
@@ -44,7 +45,7 @@ class EvaluatorStage:
 
 async def run_evaluator(log_url: str, config, *, idle_exit_s: float | None = None, device: str | None = None,
                         use_cache: bool = True, on_ready: Callable[[], None] | None = None,
-                        producer: str = "evaluator"):
+                        producer: str = "evaluator", gpu_processes: int = 1):
     """Consume samples.generated as one member of group "evaluator" until idle (or forever); returns StageStats.
 
     Records are taken as many at a time as the pool has workers and all evaluated at once, so a
@@ -55,7 +56,8 @@ async def run_evaluator(log_url: str, config, *, idle_exit_s: float | None = Non
     from kernelzero.stage import run_stage
     log = await open_log(log_url)
     try:
-        async with EvaluatorPool(config.evaluator, device=device, use_cache=use_cache) as pool:
+        async with EvaluatorPool(config.evaluator, device=device, use_cache=use_cache,
+                                 gpu_processes=gpu_processes) as pool:
             workers = len(resolve_devices(pool.device, config.evaluator.workers_per_gpu)[0])
             if on_ready is not None:
                 on_ready()

@@ -1,4 +1,4 @@
-"""CUDA timing: candidate and eager reference interleaved, device-wide sync, L2 flush, rotated inputs; CUDA only.
+"""CUDA timing: candidate, eager reference (and optionally the torch.compile'd reference) interleaved, device-wide sync, L2 flush, rotated inputs; CUDA only.
 
 Each call is bracketed by a start event and an end event recorded after a device-wide
 synchronization, so work on side streams or threads is inside the interval. The fixed cost of
@@ -51,6 +51,8 @@ class Timing:
     speedup: float  # median of paired reference/candidate ratios
     off_stream_ms: float  # the candidate's median time that its caller's stream did not wait for
     warmup_s: float  # how long warm-up ran before the per-call times settled (or its cap)
+    compiled: Stats | None = None  # the torch.compile'd reference, when one was given
+    speedup_compiled: float | None = None  # median of paired compiled/candidate ratios
 
 
 def stats(samples_ms: list[float]) -> Stats:
@@ -92,58 +94,62 @@ def settled(times_ms: list[float], window: int = SETTLE_WINDOW, tol: float = SET
     return abs(last - before) <= max(tol * last, 0.5 * (q[2] - q[0]))
 
 
-def _warm_up(candidate: Callable, reference: Callable, input_sets: list[list[Any]], flush: torch.Tensor) -> float:
-    """Alternate both sides until the minimum time has passed and both per-call times settle; seconds spent."""
+def _warm_up(sides: list[Callable], input_sets: list[list[Any]], flush: torch.Tensor) -> float:
+    """Alternate the sides until the minimum time has passed and every side's per-call times settle; seconds spent."""
     started = time.monotonic()
-    cand: list[float] = []
-    ref: list[float] = []
+    times: list[list[float]] = [[] for _ in sides]
     while True:
         elapsed = time.monotonic() - started
-        if elapsed >= WARMUP_MAX_S or (elapsed >= WARMUP_MIN_S and settled(cand) and settled(ref)):
+        if elapsed >= WARMUP_MAX_S or (elapsed >= WARMUP_MIN_S and all(settled(t) for t in times)):
             return elapsed
-        args = input_sets[len(cand) % len(input_sets)]
-        cand.append(_one_call(candidate, args, flush)[1])
-        ref.append(_one_call(reference, args, flush)[1])
+        args = input_sets[len(times[0]) % len(input_sets)]
+        for fn, side in zip(sides, times):
+            side.append(_one_call(fn, args, flush)[1])
 
 
 def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]], *, budget_s: float,
-            min_reps: int, max_reps: int, rel_se: float) -> Timing:
-    """Interleaved timing of candidate and reference; stops once the speedup's standard error is small.
+            min_reps: int, max_reps: int, rel_se: float, compiled: Callable | None = None) -> Timing:
+    """Interleaved timing of candidate and reference (and `compiled`); stops once the speedup's standard error is small.
 
     `off_stream_ms` compares, per call, the end of the caller's stream with the end of all device
     work: for stream-ordered code the two differ by the synchronization's fixed cost (measured on
-    the reference), for work left running on a side stream by that work's duration.
+    the reference), for work left running on a side stream by that work's duration. The order of
+    the sides rotates every repetition, so none is always first after the flush.
     """
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     flush = torch.empty(max(2 * l2, 1 << 24), dtype=torch.uint8, device="cuda")
-    warmup_s = _warm_up(candidate, reference, input_sets, flush)
-    cand: list[float] = []
-    ref: list[float] = []
+    sides = [candidate, reference, *([compiled] if compiled is not None else [])]
+    warmup_s = _warm_up(sides, input_sets, flush)
+    device_ms: list[list[float]] = [[] for _ in sides]
     sync_cost: list[float] = []
     cand_gap: list[float] = []
     deadline = time.monotonic() + budget_s
     rep = 0
     while rep < max_reps:
         args = input_sets[rep % len(input_sets)]
-        order = (candidate, reference) if rep % 2 == 0 else (reference, candidate)
-        for fn in order:
-            stream_ms, device_ms = _one_call(fn, args, flush)
-            if fn is candidate:
-                cand.append(device_ms)
-                cand_gap.append(device_ms - stream_ms)
-            else:
-                ref.append(device_ms)
-                sync_cost.append(device_ms - stream_ms)
+        for k in range(len(sides)):
+            side = (rep + k) % len(sides)
+            stream_ms, total_ms = _one_call(sides[side], args, flush)
+            device_ms[side].append(total_ms)
+            if side == 0:
+                cand_gap.append(total_ms - stream_ms)
+            elif side == 1:
+                sync_cost.append(total_ms - stream_ms)
         rep += 1
         if rep >= min_reps:
-            ratios = _ratios(cand, ref, statistics.median(sync_cost))
+            ratios = _ratios(device_ms[0], device_ms[1], statistics.median(sync_cost))
             se = statistics.stdev(ratios) / len(ratios) ** 0.5
             if se <= rel_se * statistics.median(ratios) or time.monotonic() > deadline:
                 break
     overhead = statistics.median(sync_cost)
-    return Timing(stats([max(t - overhead, 1e-6) for t in cand]), stats([max(t - overhead, 1e-6) for t in ref]),
-                  statistics.median(_ratios(cand, ref, overhead)), max(statistics.median(cand_gap) - overhead, 0.0),
-                  warmup_s)
+    cand, ref = device_ms[0], device_ms[1]
+    timing = Timing(stats([max(t - overhead, 1e-6) for t in cand]), stats([max(t - overhead, 1e-6) for t in ref]),
+                    statistics.median(_ratios(cand, ref, overhead)), max(statistics.median(cand_gap) - overhead, 0.0),
+                    warmup_s)
+    if compiled is not None:
+        timing.compiled = stats([max(t - overhead, 1e-6) for t in device_ms[2]])
+        timing.speedup_compiled = statistics.median(_ratios(cand, device_ms[2], overhead))
+    return timing
 
 
 def _ratios(cand: list[float], ref: list[float], overhead: float) -> list[float]:

@@ -4,34 +4,49 @@ Order matters: the problem is loaded, its inputs drawn on the device from seeds 
 reference outputs computed (and checked for determinism and non-constancy) BEFORE candidate
 code is imported, with the comparison functions and instruments bound beforehand too. The
 candidate then sees one set of input buffers, refilled in place with new values per trial.
+
+Blame: problem code is only ever called through `_problem_call` (what it raises is the problem's:
+`problem_error`), candidate code through `Evaluation._candidate_call` and the import (what it
+raises is the candidate's verdict). What this module's own code raises is `evaluator_error`
+with the traceback, except where the candidate may have caused it: a device fault (CUDA error,
+out of memory) once candidate code has run, or an exception raised through a frame of the
+candidate's file. It does NOT tell an evaluator bug triggered by odd but valid candidate data
+from a fault of that data, beyond compare.py's self-comparison.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import os
 import sys
 import time
 import traceback
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 import torch
 
 from kernelzero.config import EvaluatorConfig
-from kernelzero.gpu_workers import compare, device_turns, headers, instruments
+from kernelzero.gpu_workers import compare, device_turns, headers, instruments, memory
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
 from kernelzero.problems import ProblemError, load_problem
 
 CANDIDATE_MODULE = "kz_candidate"
-SCALES = {"scaled_up": 1e5, "scaled_down": 1e-5}  # other input distributions: fp16 overflows, underflows
-TIMING_SET_BYTES = 8e9  # extra input sets for rotation while timing, at most this much memory
+# other input distributions: fp16 overflows and underflows, and the sign flipped (a problem drawing with
+# torch.rand never shows a kernel negative inputs: ReLU would pass as the identity)
+SCALES = {"scaled_up": 1e5, "scaled_down": 1e-5, "negated": -1.0}
 # work the caller's stream does not wait for (a side stream never joined back): a reader on that stream
 # could see the output unfinished. Both bounds must be exceeded: the shorter one absorbs timer noise.
 UNJOINED_MIN_MS = 0.003
 UNJOINED_SHARE = 0.2
+# A reference that ran out of memory alone while other evaluations still held some of the GPU is
+# tried again after they had a turn; this many times at most, then it is the problem's.
+ALONE_ATTEMPTS = 3
+WHOLE_GPU = 0.95  # an evaluation alone with at least this share of its usable memory had the GPU
+GB = 1e9
 # bound before candidate code loads, like compare.py's functions: a candidate cannot rebind them
 _set_deterministic = torch.use_deterministic_algorithms
 _deterministic_enabled = torch.are_deterministic_algorithms_enabled
@@ -48,6 +63,7 @@ class Job(msgspec.Struct, kw_only=True):
     extensions_dir: str = ""  # prebuilt CUDA extensions (load_inline finds them there)
     arch_list: str = ""  # TORCH_CUDA_ARCH_LIST the extensions were built for
     slim_headers: bool = False  # the extensions were built with gpu_workers/headers.py's lighter headers
+    gpu_sharing: int = 1  # evaluator workers sharing this GPU: each has a share of its memory (memory.py)
 
 
 class Verdict(Exception):
@@ -64,6 +80,10 @@ def _tensors(values: list[Any]) -> list[torch.Tensor]:
     return [v for v in values if isinstance(v, torch.Tensor)]
 
 
+def _nbytes(values: list[Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in _tensors(values))
+
+
 def _permute_chunk(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """Same values, a quarter of them shuffled inside (n/2, n-1): sum, min, max, first and last elements keep."""
     out = t.clone()
@@ -75,8 +95,19 @@ def _permute_chunk(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     room = n - 1 - n // 2 - length  # the chunk ends before the last element
     start = n // 2 + int(torch.randint(0, max(1, room + 1), (1,), generator=gen, device=t.device))
     perm = torch.randperm(length, generator=gen, device=t.device)
-    flat[start:start + length] = flat[start:start + length][perm].clone()
+    flat[start:start + length] = flat[start:start + length][perm]  # indexing copies: no overlap
     return out
+
+
+def _problem_call(fn: Callable, *args: Any) -> Any:
+    """Call problem code (its module, get_inputs, get_init_inputs, Model): whatever it raises is the problem's."""
+    try:
+        return fn(*args)
+    except ProblemError as exc:
+        raise ProblemFailed(exc.reason, exc.detail) from None
+    except BaseException as exc:  # noqa: BLE001  (the problem's code, whatever it raised)
+        reason = "reference_out_of_memory" if _is_oom(exc) else "reference_failed"
+        raise ProblemFailed(reason, _short(exc)) from None
 
 
 class Evaluation:
@@ -88,12 +119,69 @@ class Evaluation:
         self.result = EvalResult(verdict="correct", reason="ok", device=self.device.type, gpu=job.gpu)
         self.launches = instruments.LaunchLog()
         self.ref_calls = 0
+        self.stage = "start"
+        self.candidate_path = os.path.join(job.scratch_dir, f"{CANDIDATE_MODULE}.py")
+        self.candidate_ran = False  # from the import on, device faults are the candidate's
+        self.expected: list[list[Any]] = []
+        self.timing_sets: list[list[Any]] = []
+
+    # ---- GPU memory by need (gpu_workers/memory.py) ----
+    def _start_gpu(self) -> None:
+        self.turns = device_turns.for_device(self.device.index or 0)
+        self.turns.share()
+        free, self.gpu_bytes = torch.cuda.mem_get_info(self.device)
+        self.usable = min(int(self.cfg.gpu_memory_fraction * self.gpu_bytes), free)
+        self._cap(memory.share_bytes(self.usable, self.job.gpu_sharing))
+
+    def _cap(self, nbytes: int) -> None:
+        torch.cuda.set_per_process_memory_fraction(min(1.0, nbytes / self.gpu_bytes), self.device)
+        self.cap_bytes = nbytes
+
+    def _go_alone(self) -> None:
+        """Wait for the GPU to this evaluation alone, then take what is usable of it."""
+        self.turns.alone()
+        free, _ = torch.cuda.mem_get_info(self.device)
+        self.usable = min(int(self.cfg.gpu_memory_fraction * self.gpu_bytes),
+                          free + torch.cuda.memory_reserved(self.device))
+        self._cap(self.usable)
+
+    def _yield_turn(self) -> None:
+        """Give the GPU back: an evaluation waiting to time (holding its share) goes first; then alone again."""
+        self.turns.release()
+        self._go_alone()
+
+    def _plan(self, fp: memory.Footprint) -> memory.MemoryPlan:
+        kept = len(self.trials) + 1  # every trial's reference output, and the determinism re-run
+        if self.device.type != "cuda":
+            return memory.MemoryPlan(alone=False, cap_bytes=0, need_bytes=memory.need_bytes(fp, kept), timing_sets=0,
+                                     poison_blocks=memory.MAX_POISON_BLOCKS)
+
+        def plan() -> memory.MemoryPlan:
+            sharing = 1 if self.turns.is_alone else self.job.gpu_sharing
+            return memory.plan_memory(fp, outputs_kept=kept, usable_bytes=self.usable, sharing=sharing,
+                                      timing_sets_wanted=self.cfg.timing_input_sets - 1)
+
+        chosen = plan()
+        if chosen.alone:
+            self._go_alone()
+            chosen = plan()
+        self._cap(chosen.cap_bytes)
+        self.result.evidence["memory"] = (f"need {chosen.need_bytes / GB:.3g} GB, cap {chosen.cap_bytes / GB:.3g} GB, "
+                                          f"{'alone' if self.turns.is_alone else 'shared'}, "
+                                          f"{chosen.timing_sets} extra timing sets")
+        return chosen
+
+    def _oom_is_final(self) -> bool:
+        """Whether running out of memory now is the problem's: not on CUDA, or alone with (nearly) all the usable memory."""
+        if self.device.type != "cuda":
+            return True
+        return self.turns.is_alone and self.usable >= WHOLE_GPU * self.cfg.gpu_memory_fraction * self.gpu_bytes
 
     # ---- reference side (before candidate code exists in this process) ----
     def _draw(self, seed: int) -> list[Any]:
         torch.manual_seed(seed)
         with torch.device(self.device):
-            values = list(self.problem.get_inputs())
+            values = list(_problem_call(self.problem.get_inputs))
         return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
 
     def _inputs(self, trial: int) -> list[Any]:
@@ -107,42 +195,77 @@ class Evaluation:
         scale = SCALES[name]
         return [v * scale if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in self._inputs(1)]
 
-    def _model(self, cls: type) -> torch.nn.Module:
+    def _reference_model(self) -> torch.nn.Module:
         torch.manual_seed(self.cfg.seed)
         with torch.device(self.device):
-            model = cls(*self.init_inputs)
-        return model.to(self.device)
+            model = _problem_call(self.problem.Model, *self.init_inputs)
+        return _problem_call(model.to, self.device)
 
-    def _reference(self, inputs: list[Any]) -> list[Any]:
+    def _forward_reference(self, inputs: list[Any]) -> Any:
         self.ref_calls += 1
         torch.manual_seed(10_000_019 + self.ref_calls)  # a reference that draws randomness differs run to run
         with torch.no_grad():
-            out = self.ref_model(*inputs)  # inputs are freshly drawn: nothing else sees them
+            out = _problem_call(self.ref_model, *inputs)  # inputs are freshly drawn: nothing else sees them
         self._sync()
-        return [t.clone() if isinstance(t, torch.Tensor) else t for t in compare.flatten_outputs(out)]
+        return out
+
+    def _reference(self, inputs: list[Any]) -> list[Any]:
+        out = self._forward_reference(inputs)
+        return [t.clone() if isinstance(t, torch.Tensor) else t for t in _problem_call(compare.flatten_outputs, out)]
+
+    def _measured_reference(self, inputs: list[Any]) -> tuple[memory.Footprint, list[Any]]:
+        """The first reference output and the problem's footprint: its sizes and the forward's peak memory."""
+        base = 0
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+            base = torch.cuda.memory_allocated(self.device)
+        out = self._forward_reference(inputs)
+        peak = torch.cuda.max_memory_allocated(self.device) - base if self.device.type == "cuda" else 0
+        flat = [t.clone() if isinstance(t, torch.Tensor) else t for t in _problem_call(compare.flatten_outputs, out)]
+        weights = [*self.ref_model.parameters(), *self.ref_model.buffers()]
+        fp = memory.Footprint(input_bytes=_nbytes(inputs), output_bytes=_nbytes(flat), weight_bytes=_nbytes(weights),
+                              ref_peak_bytes=max(peak, _nbytes(flat)))
+        return fp, flat
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize()  # device-wide: side streams included
 
     def prepare_reference(self) -> None:
-        try:
-            self.problem = load_problem(self.job.problem_src)
-            torch.manual_seed(self.cfg.seed)
-            self.init_inputs = list(self.problem.get_init_inputs())
-            self.ref_model = self._model(self.problem.Model)
-            natives = max(self.cfg.trials, 2)
-            self.trials = [f"seed{i}" for i in range(natives)] + ["permuted", *SCALES]
-            self.expected = [self._reference(self._inputs(t)) for t in range(len(self.trials))]
-            again = self._reference(self._inputs(0))
-            input_bytes = sum(v.numel() * v.element_size() for v in _tensors(self._inputs(0)))
-            sets = min(self.cfg.timing_input_sets - 1, int(TIMING_SET_BYTES // max(input_bytes, 1)))
-            self.timing_sets = [self._draw(self.cfg.seed + 5000 + i) for i in range(max(sets, 1))] \
-                if self.device.type == "cuda" else []
-        except ProblemError as exc:
-            raise ProblemFailed(exc.reason, exc.detail) from None
-        except Exception as exc:
-            raise ProblemFailed("reference_failed", f"{type(exc).__name__}: {exc}") from None
+        """Reference outputs for every trial, checked; on CUDA in a share of the GPU, or alone when they need more."""
+        self.stage = "reference"
+        for _ in range(ALONE_ATTEMPTS + 1):
+            try:
+                self._prepare()
+                return
+            except Exception as exc:  # noqa: BLE001  (only running out of memory is looked at here)
+                if not isinstance(exc, ProblemFailed) and not _is_oom(exc):
+                    raise
+                # a fresh exception: the caught one's traceback would keep the reference's tensors alive
+                failure = ProblemFailed(exc.reason, exc.detail) if isinstance(exc, ProblemFailed) else \
+                    ProblemFailed("evaluation_out_of_memory", f"{_short(exc)} ({self.result.evidence.get('memory', '')})")
+                if failure.reason not in ("reference_out_of_memory", "evaluation_out_of_memory") or self._oom_is_final():
+                    raise failure from None
+            self._release_reference()  # outside the except: the traceback no longer holds the tensors
+            if self.turns.is_alone:
+                self._yield_turn()
+            else:
+                self._go_alone()
+        raise failure
+
+    def _prepare(self) -> None:
+        self.problem = _problem_call(load_problem, self.job.problem_src)
+        torch.manual_seed(self.cfg.seed)
+        self.init_inputs = list(_problem_call(self.problem.get_init_inputs))
+        self.ref_model = self._reference_model()
+        natives = max(self.cfg.trials, 2)
+        self.trials = [f"seed{i}" for i in range(natives)] + ["permuted", *SCALES]
+        footprint, first = self._measured_reference(self._inputs(0))
+        self.footprint = footprint
+        self.plan = self._plan(footprint)
+        self.expected = [first] + [self._reference(self._inputs(t)) for t in range(1, len(self.trials))]
+        again = self._reference(self._inputs(0))
+        self.timing_sets = [self._draw(self.cfg.seed + 5000 + i) for i in range(self.plan.timing_sets)]
         check = compare.compare_outputs(self.expected[0], again, self.cfg.rtol / 10, self.cfg.atol / 10)
         if not check.ok:
             raise ProblemFailed("non_deterministic", check.detail)
@@ -150,36 +273,68 @@ class Evaluation:
         if all(compare.is_constant(t) or t.numel() <= 1 for out in outs for t in _tensors(out)) and \
                 all(compare.compare_outputs(outs[0], o, 0, 0).ok for o in outs[1:]):
             raise ProblemFailed("constant_output", "the reference output does not depend on the inputs")
-        self.ref_ops = self._ref_compute_ops()
+        self.ref_ops, self.ref_implied = self._ref_compute_ops()
         self.checks.append("reference")
 
-    def _ref_compute_ops(self) -> set[str]:
+    def _release_reference(self) -> None:
+        self.expected, self.timing_sets = [], []
+        self.ref_model = self.init_inputs = self.problem = None
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def _ref_compute_ops(self) -> tuple[set[str], set[str]]:
+        """The reference forward's compute ops and what its fused ones also did; its inputs are drawn outside the record."""
+        inputs = self._inputs(0)
         recorder = instruments.OpRecorder(instruments.LaunchLog())
         with torch.no_grad(), recorder:
-            self.ref_model(*self._inputs(0))
-        return set(recorder.compute_ops)
+            _problem_call(self.ref_model, *inputs)
+        return set(recorder.compute_ops), set(recorder.implied)
+
+    def count_ref_flops(self) -> None:
+        """FLOPs of one reference forward (inputs drawn outside the count); 0 where the counter fails on it."""
+        from torch.utils.flop_counter import FlopCounterMode
+        inputs = self._inputs(0)
+        counter = FlopCounterMode(display=False)
+        try:
+            with torch.no_grad(), counter:
+                _problem_call(self.ref_model, *inputs)
+            self.ref_flops = float(counter.get_total_flops())
+        except ProblemFailed as exc:  # it ran without the counter: the counter failed, and the floor keeps its bytes
+            self.ref_flops = 0.0
+            self.result.evidence["flops"] = f"uncounted: {exc.detail}"
 
     # ---- candidate side ----
+    def _candidate_call(self, where: str, fn: Callable, *args: Any) -> Any:
+        """Call candidate code: whatever it raises, BaseException included, is the candidate's verdict."""
+        try:
+            return fn(*args)
+        except BaseException as exc:  # noqa: BLE001  (the candidate's code, whatever it raised)
+            raise self._classify(exc, where) from None
+
     def import_candidate(self) -> None:
+        self.stage = "import"
         instruments.install_triton_hooks(self.launches)
         headers.use(self.job.slim_headers)  # the build's sources exactly, or load_inline rebuilds
         self.snapshot = instruments.integrity_snapshot()
         self.threads = instruments.thread_count()
-        path = os.path.join(self.job.scratch_dir, f"{CANDIDATE_MODULE}.py")
-        with open(path, "w") as f:
+        with open(self.candidate_path, "w") as f:
             f.write(self.job.candidate_src)
         if self.job.extensions_dir:
             os.environ["TORCH_EXTENSIONS_DIR"] = self.job.extensions_dir
             os.environ["TORCH_CUDA_ARCH_LIST"] = self.job.arch_list  # same flags as the build: no rebuild
         started = time.perf_counter()
+        self.candidate_ran = True
         try:
-            spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, path)
+            spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, self.candidate_path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[CANDIDATE_MODULE] = module
             spec.loader.exec_module(module)
         except SyntaxError as exc:
             raise Verdict("compile_error", "syntax_error", error=f"line {exc.lineno}: {exc.msg}") from None
-        except Exception as exc:
+        except SystemExit as exc:
+            raise Verdict("runtime_error", "sys_exit", code=exc.code, when="import") from None
+        except BaseException as exc:  # noqa: BLE001  (the candidate's module, whatever it raised)
             raise Verdict("compile_error", "import_failed", error=_short(exc)) from None
         finally:
             self.result.compile_s = round(time.perf_counter() - started, 3)
@@ -188,8 +343,11 @@ class Evaluation:
         if not isinstance(model_new, type):
             raise Verdict("compile_error", "no_model_new", error="the candidate defines no class ModelNew")
         try:
-            self.model = self._model(model_new)
-        except Exception as exc:
+            torch.manual_seed(self.cfg.seed)
+            with torch.device(self.device):
+                model = model_new(*self.init_inputs)
+            self.model = model.to(self.device)
+        except BaseException as exc:  # noqa: BLE001  (the candidate's constructor)
             raise Verdict("runtime_error", "init_failed", error=_short(exc)) from None
         self.buffers = self._inputs(0)
         weights = [*self.model.parameters(), *self.model.buffers()]
@@ -197,7 +355,10 @@ class Evaluation:
         self.checks.append("import")
 
     def _check_integrity(self, when: str) -> None:
-        changed = instruments.integrity_violations(self.snapshot)
+        try:
+            changed = instruments.integrity_violations(self.snapshot)
+        except Exception as exc:  # the same code ran clean before the candidate: it broke a watched namespace
+            raise Verdict("rejected", "runtime:monkey_patch", when=when, error=_short(exc)) from None
         if changed:
             raise Verdict("rejected", "runtime:monkey_patch", when=when, changed=", ".join(changed[:10]))
         if instruments.thread_count() > self.threads:
@@ -207,11 +368,12 @@ class Evaluation:
         """Freed blocks of each output's size full of 0xFF: an output allocated but not written shows the pattern.
 
         The CUDA caching allocator hands such blocks back; malloc on the CPU often does not, which
-        is why `_unwritten_or` also compares a run with filled memory.
+        is why `_unwritten_or` also compares a run with filled memory. How many blocks follows the
+        memory plan (none where the problem leaves no room).
         """
         blocks = []
         for t in _tensors(outputs):
-            for _ in range(2):
+            for _ in range(self.plan.poison_blocks):
                 block = torch.empty(t.numel() * t.element_size(), dtype=torch.uint8, device=t.device)
                 block.fill_(compare.POISON_BYTE)
                 blocks.append(block)
@@ -221,9 +383,16 @@ class Evaluation:
     def _refill(self, trial: int) -> list[Any]:
         """Copy the trial's values into the candidate's buffers: same objects and addresses, new contents."""
         values = self._inputs(trial)
-        for buf, src in zip(self.buffers, values):
+        for i, (buf, src) in enumerate(zip(self.buffers, values)):
             if isinstance(buf, torch.Tensor):
-                buf.copy_(src)
+                if not compare.fits_storage(buf):  # writing there would reach past the storage it left
+                    raise Verdict("rejected", "input_mutated", trial=self.trials[trial], inputs=[i],
+                                  detail="the input buffer's storage was shrunk")
+                try:
+                    buf.copy_(src)
+                except RuntimeError as exc:  # the candidate changed the buffer itself (its shape, its strides)
+                    raise Verdict("rejected", "input_mutated", trial=self.trials[trial], inputs=[i],
+                                  error=_short(exc)) from None
         return values
 
     def _call(self, trial: int, recorder: instruments.OpRecorder | None = None,
@@ -231,24 +400,15 @@ class Evaluation:
         values = self._refill(trial)
         self._poison_allocator(self.expected[trial])
         self.launches.reset()
-        try:
-            with torch.no_grad(), _filled_memory(fill):
-                if recorder is None:
-                    out = self.model(*self.buffers)
-                else:
-                    with recorder:
-                        out = self.model(*self.buffers)
-            self._sync()
-        except Verdict:
-            raise
-        except (torch.OutOfMemoryError, MemoryError) as exc:
-            raise Verdict("runtime_error", "out_of_memory", trial=self.trials[trial], error=_short(exc)) from None
-        except Exception as exc:
-            raise _classify(exc, self.trials[trial]) from None
+        with torch.no_grad(), _filled_memory(fill):
+            with recorder if recorder is not None else contextlib.nullcontext():
+                out = self._candidate_call(self.trials[trial], self.model, *self.buffers)
+            self._candidate_call(self.trials[trial], self._sync)  # asynchronous faults of its kernels surface here
         self._check_integrity(self.trials[trial])
         return out, values
 
     def run_trials(self) -> None:
+        self.stage = "trials"
         recorder = instruments.OpRecorder(self.launches)
         worst = compare.Comparison(True)
         for t, name in enumerate(self.trials):
@@ -256,11 +416,12 @@ class Evaluation:
             if t == 0:
                 self.own_launches = self.launches.own(CANDIDATE_MODULE)
                 self.compute_ops = sorted(set(recorder.compute_ops))
+                self.implied = set(recorder.implied)
             changed = [i for i, (buf, src) in enumerate(zip(self.buffers, inputs))
-                       if isinstance(buf, torch.Tensor) and not _same(buf, src)]
+                       if isinstance(buf, torch.Tensor) and not _unchanged(buf, src)]
             if changed:
                 raise Verdict("rejected", "input_mutated", trial=name, inputs=changed)
-            result = compare.compare_outputs(self.expected[t], out, self.cfg.rtol, self.cfg.atol)
+            result = compare.compare_or_blame(self.expected[t], out, self.cfg.rtol, self.cfg.atol)
             self.result.trials = t + 1
             if not result.ok:
                 self._fail_trial(t, out, result)
@@ -275,7 +436,7 @@ class Evaluation:
         if result.reason == "output_not_plain_tensor":
             raise Verdict("rejected", "tensor_subclass", trial=name, detail=result.detail)
         for earlier in range(t):
-            if compare.compare_outputs(self.expected[earlier], out, self.cfg.rtol, self.cfg.atol).ok:
+            if compare.compare_or_blame(self.expected[earlier], out, self.cfg.rtol, self.cfg.atol).ok:
                 raise Verdict("rejected", "memoized_output", trial=name,
                               detail=f"the output equals the reference for trial {self.trials[earlier]}")
         raise Verdict("incorrect", self._unwritten_or(result.reason, t, out), trial=name, detail=result.detail)
@@ -297,37 +458,53 @@ class Evaluation:
 
     def proof_of_work(self) -> None:
         """The candidate's own kernels ran, did the work, and torch did not do it instead."""
-        allowed = set(self.cfg.allowed_torch_ops)
-        forbidden = [op for op in self.compute_ops if not (instruments.op_tokens(op) & allowed)]
+        self.stage = "proof_of_work"
+        allowed = {instruments.base_op(op) for op in self.cfg.allowed_torch_ops}
+        library = sorted({op for op in self.compute_ops if instruments.base_op(op) in allowed})
+        forbidden = sorted({op for op in self.compute_ops if op not in library})
         profiled = self._profile() if self.device.type == "cuda" else []
         custom = sorted({launch.name for launch in self.own_launches} | set(profiled))
         self.result.evidence.update(custom_kernels=", ".join(custom)[:500], torch_ops=", ".join(self.compute_ops)[:500])
         if not custom:
             raise Verdict("rejected", "no_custom_kernel", torch_ops=", ".join(self.compute_ops))
         if forbidden:
-            raise Verdict("rejected", "torch_compute_in_forward", ops=", ".join(sorted(set(forbidden))))
-        library = {op for op in self.compute_ops if instruments.op_tokens(op) & allowed}
-        ref_work = {op for op in self.ref_ops if not any(instruments.op_tokens(op) & instruments.op_tokens(lib)
-                                                           for lib in library)}
-        if library and not ref_work:
-            raise Verdict("rejected", "torch_does_the_work", ops=", ".join(sorted(library)))
+            raise Verdict("rejected", "torch_compute_in_forward", ops=", ".join(forbidden))
+        if library and not self._reference_work_left(library):
+            raise Verdict("rejected", "torch_does_the_work", ops=", ".join(library),
+                          also=", ".join(sorted(self.implied)))
         self.checks.append("custom_kernel_ran")
         if self.own_launches:
             self._ablate()
 
+    def _reference_work_left(self, library: list[str]) -> set[str]:
+        """What the reference computes that the candidate's library calls did not: the custom kernels' share.
+
+        Work is counted by family (every matrix product is one) plus what fused calls also do
+        (addmm's bias add, a biased convolution's add, alpha/beta scaling).
+        """
+        work = {instruments.op_family(op) for op in self.ref_ops} | self.ref_implied
+        done = {instruments.op_family(op) for op in library} | self.implied
+        return work - done
+
     def _ablate(self) -> None:
-        """Re-run trial 0 with every custom kernel's outputs overwritten after it ran: the result must change."""
+        """Re-run trial 0 with every custom kernel's outputs overwritten after it ran: the result must change.
+
+        A forward that raises from its own code on the overwritten values looked at them and bailed
+        out, which proves nothing about their use; one that fails inside torch or a kernel used them.
+        """
+        self.stage = "ablation"
         self.launches.ablate = True
         try:
             out, _ = self._call(0)
-            unchanged = compare.compare_outputs(self.expected[0], out, self.cfg.rtol, self.cfg.atol).ok
-        except Verdict:
-            unchanged = False  # the poisoned values broke the forward: they were used
+            unchanged = compare.compare_or_blame(self.expected[0], out, self.cfg.rtol, self.cfg.atol).ok
+            detail = "the output stays correct when the custom kernels' results are overwritten"
+        except Verdict as v:
+            unchanged = v.evidence.get("raised_by") == "candidate"
+            detail = "the forward raised from its own code when the custom kernels' results were overwritten"
         finally:
             self.launches.ablate = False
         if unchanged:
-            raise Verdict("rejected", "kernel_output_unused",
-                          detail="the output stays correct when the custom kernels' results are overwritten")
+            raise Verdict("rejected", "kernel_output_unused", detail=detail)
         self.checks.append("kernel_output_used")
 
     def _profile(self) -> list[str]:
@@ -336,8 +513,8 @@ class Evaluation:
         from kernelzero.gpu_workers.kernels import is_library_kernel
         self._refill(0)
         with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-            self.model(*self.buffers)
-            torch.cuda.synchronize()
+            self._candidate_call("profiler", self.model, *self.buffers)
+            self._candidate_call("profiler", torch.cuda.synchronize)
         kernels = _kernel_times(prof)
         own = [k for k in kernels if not is_library_kernel(k)]
         total = sum(kernels.values()) or 1.0
@@ -346,26 +523,64 @@ class Evaluation:
         self.checks.append("profiler")
         return own
 
+    def _compiled_reference(self) -> Callable | None:
+        """The reference through torch.compile, compiled by one call here; None (with the reason) where that fails.
+
+        Compiling patches torch.nn.Module itself (dynamo's mutation tracking) and may start threads, so
+        the integrity baseline is taken again afterwards, once everything the candidate changed until
+        now has been checked; only our compile runs in between.
+        """
+        self._check_integrity("before_compile")
+        try:
+            compiled = torch.compile(self.ref_model)
+            with torch.no_grad():
+                compiled(*self.buffers)
+            self._sync()
+            return compiled
+        except Exception as exc:  # the eager reference still times; only the compiled comparison is missing
+            self.result.evidence["compile_reference"] = f"failed: {_short(exc)}"[:500]
+            return None
+        finally:
+            self.snapshot = instruments.integrity_snapshot()
+            self.threads = instruments.thread_count()
+
     def time_it(self) -> None:
         from kernelzero.gpu_workers import timing
+        self.stage = "timing"
         sets = [self.buffers, *self.timing_sets]  # drawn before the candidate was imported
+        compiled = self._compiled_reference() if self.cfg.time_compiled_reference else None
+
+        def candidate(*args: Any) -> Any:
+            return self._candidate_call("timing", self.model, *args)
+
+        # one wrapper frame on every side, so that its cost cancels out; what the references raise now,
+        # after the candidate ran, is blamed like the rest
+        def reference(*args: Any) -> Any:
+            return self.ref_model(*args)
+
+        def compiled_reference(*args: Any) -> Any:
+            return compiled(*args)
+
         with torch.no_grad(), self.turns.exclusive():
             measured = timing.measure(
-                self.model, self.ref_model, sets, budget_s=self.cfg.timing_budget_s,
+                candidate, reference, sets, budget_s=self.cfg.timing_budget_s,
                 min_reps=self.cfg.timing_min_reps, max_reps=self.cfg.timing_max_reps, rel_se=self.cfg.timing_rel_se,
+                compiled=compiled_reference if compiled is not None else None,
             )
         self._check_integrity("timing")
         r, cand = self.result, measured.candidate
         r.runtime_ms, r.runtime_iqr_ms, r.timing_n = cand.median_ms, cand.iqr_ms, cand.n
         r.ref_eager_ms = measured.reference.median_ms
         r.speedup = measured.speedup
+        if measured.compiled is not None:
+            r.ref_compile_ms, r.speedup_compile = measured.compiled.median_ms, measured.speedup_compiled
         r.evidence["off_stream_ms"] = f"{measured.off_stream_ms:.4g}"
         r.evidence["warmup_s"] = f"{measured.warmup_s:.3g}"
         if measured.off_stream_ms > max(UNJOINED_MIN_MS, UNJOINED_SHARE * cand.median_ms):
             raise Verdict("rejected", "unjoined_stream", off_stream_ms=f"{measured.off_stream_ms:.4g}",
                           runtime_ms=f"{cand.median_ms:.4g}",
                           detail="forward returned before its work was ordered on the caller's stream")
-        nbytes = sum(t.numel() * t.element_size() for t in [*_tensors(self.buffers), *_tensors(self.expected[0])])
+        nbytes = _nbytes(self.buffers) + _nbytes(self.expected[0])
         floor = timing.physical_floor_ms(self.job.gpu, nbytes, self.ref_flops)
         r.evidence["physical_floor_ms"] = f"{floor:.4g}"
         self.checks.append("timing")
@@ -373,36 +588,54 @@ class Evaluation:
             raise Verdict("rejected", "beyond_physical_limit", runtime_ms=f"{cand.median_ms:.4g}",
                           floor_ms=f"{floor:.4g}", speedup=f"{r.speedup:.3g}")
 
-    def count_ref_flops(self) -> None:
-        from torch.utils.flop_counter import FlopCounterMode
-        counter = FlopCounterMode(display=False)
-        with torch.no_grad(), counter:
-            self.ref_model(*self._inputs(0))
-        self.ref_flops = float(counter.get_total_flops())
+    # ---- blame ----
+    def _classify(self, exc: BaseException, where: str) -> Verdict:
+        """The candidate's verdict for an exception its code raised (or a device fault it left behind)."""
+        verdict = _classify(exc, where)
+        if _innermost_file(exc) == self.candidate_path:
+            verdict.evidence["raised_by"] = "candidate"
+        return verdict
+
+    def _blame(self, exc: BaseException) -> Verdict:
+        """The verdict for an exception that reached `run`: the candidate's where it may have caused it, else ours."""
+        if self.candidate_ran and (_is_oom(exc) or _is_device_fault(exc) or self._through_candidate(exc)):
+            return self._classify(exc, self.stage)
+        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        return Verdict("evaluator_error", "exception", stage=self.stage, error=_short(exc)[-500:], traceback=trace[-2000:])
+
+    def _through_candidate(self, exc: BaseException) -> bool:
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self.candidate_path:
+                return True
+            tb = tb.tb_next
+        return False
 
     def _conclude(self, v: Verdict) -> None:
         self.result.verdict, self.result.reason = v.verdict, v.reason
         self.result.evidence.update(v.evidence)
 
-    def run(self) -> EvalResult:
+    def _stages(self) -> None:
         if self.device.type == "cuda":
-            self.turns = device_turns.for_device(self.device.index or 0)
-            self.turns.share()
+            self._start_gpu()
         self.prepare_reference()
         if self.device.type == "cuda":
             self.count_ref_flops()
+        self.import_candidate()
+        self.run_trials()
+        self.proof_of_work()
+        if self.device.type == "cuda":
+            self.time_it()
+
+    def run(self) -> EvalResult:
         try:
-            self.import_candidate()
-            self.run_trials()
-            self.proof_of_work()
-            if self.device.type == "cuda":
-                self.time_it()
+            self._stages()
         except Verdict as v:
             self._conclude(v)
-        except (torch.OutOfMemoryError, MemoryError) as exc:  # raised outside the guarded trial calls
-            self._conclude(Verdict("runtime_error", "out_of_memory", error=_short(exc)))
-        except Exception as exc:  # profiling, ablation or timing calls of the candidate
-            self._conclude(_classify(exc, "after_trials"))
+        except ProblemFailed as exc:
+            self._conclude(Verdict("problem_error", exc.reason, detail=exc.detail))
+        except BaseException as exc:  # noqa: BLE001  (blamed on the candidate where it may have caused it)
+            self._conclude(self._blame(exc))
         self.result.checks = self.checks
         self.result.evaluator_version = EVALUATOR_VERSION
         return self.result
@@ -422,12 +655,28 @@ def _kernel_times(prof) -> dict[str, float]:
     return times
 
 
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _unchanged(buf: torch.Tensor, src: torch.Tensor) -> bool:
+    """Whether the candidate's buffer still holds the trial's values bit for bit; a buffer it broke has changed."""
+    if not compare.fits_storage(buf):  # reading it would reach past its storage
+        return False
+    try:
+        return _bit_identical(buf, src)
+    except RuntimeError:
+        _bit_identical(src, src)  # raises when the check itself is broken: then the fault is ours
+        return False
+
+
+def _bit_identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same shape, dtype and bits (NaN payloads and -0.0 included), compared as integers: no float temporaries."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if a.is_floating_point():
-        return bool(torch.all((a == b) | (torch.isnan(a) & torch.isnan(b))))
-    return bool(torch.equal(a, b))
+    if a.is_complex():
+        a, b = torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj())
+    bits = _BITS[a.element_size()]  # every real dtype has 1, 2, 4 or 8 bytes
+    return bool(torch.equal(a.reshape(-1).view(bits), b.reshape(-1).view(bits)))
 
 
 def _short(exc: BaseException) -> str:
@@ -435,27 +684,48 @@ def _short(exc: BaseException) -> str:
     return "".join(lines).strip()[-1500:]
 
 
-def _classify(exc: Exception, trial: str) -> Verdict:
+def _is_oom(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in text or \
+        "can't allocate memory" in text
+
+
+def _is_device_fault(exc: BaseException) -> bool:
+    kind = type(exc).__module__ + "." + type(exc).__name__
+    return "CUDA error" in str(exc) or "AcceleratorError" in kind
+
+
+def _innermost_file(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_filename if tb is not None else ""
+
+
+def _classify(exc: BaseException, trial: str) -> Verdict:
+    if isinstance(exc, SystemExit):
+        return Verdict("runtime_error", "sys_exit", trial=trial, code=exc.code)
     text = _short(exc)
     kind = type(exc).__module__ + "." + type(exc).__name__
     if "CompilationError" in kind or "triton.compiler" in kind:
         return Verdict("compile_error", "triton_compile", trial=trial, error=text)
-    if "out of memory" in text.lower() or "can't allocate memory" in text.lower():
+    if _is_oom(exc):
         return Verdict("runtime_error", "out_of_memory", trial=trial, error=text)
-    if "CUDA error" in text or "AcceleratorError" in kind:
+    if _is_device_fault(exc):
         return Verdict("runtime_error", "cuda_error", trial=trial, error=text)
     return Verdict("runtime_error", "exception", trial=trial, error=text)
 
 
 def run_job(job: Job) -> bytes:
-    """The msgpack-encoded outcome: an EvalResult, or {"problem_error": reason, "detail": ...}."""
+    """The msgpack-encoded EvalResult; an exception of ours that escaped `Evaluation.run` is `evaluator_error`."""
     try:
-        return msgspec.msgpack.encode(Evaluation(job).run())
-    except ProblemFailed as exc:
-        return msgspec.msgpack.encode({"problem_error": exc.reason, "detail": exc.detail})
-    except SystemExit as exc:
-        return msgspec.msgpack.encode(EvalResult(verdict="runtime_error", reason="sys_exit",
-                                                 evidence={"code": str(exc.code)}, device=torch.device(job.device).type))
+        result = Evaluation(job).run()
+    except BaseException as exc:  # noqa: BLE001  (Evaluation blames what the candidate or problem raised)
+        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        result = EvalResult(verdict="evaluator_error", reason="exception", device=torch.device(job.device).type,
+                            gpu=job.gpu, evidence={"stage": "run_job", "traceback": trace[-2000:]},
+                            evaluator_version=EVALUATOR_VERSION)
+    return msgspec.msgpack.encode(result)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,9 @@ initialises CUDA, so forking it is safe and cheap. Each job's child gets its own
 resource limits and a scratch directory, and with a CONFINEMENT argument confines itself
 (gpu_workers/confine.py: the candidate's uid, Landlock, seccomp) before candidate code exists in
 it; a job that would run with less than the required containment is refused. A timeout kills
-it, and a crash, abort or exit without a result becomes a verdict. The worker is the subreaper
+it, and a crash, abort or exit without a result becomes a verdict against the candidate (only its
+code can end the child early; an exit code proves nothing). An exception of the evaluator's own
+while setting the child up is answered as a signed `evaluator_error`. The worker is the subreaper
 of everything a job starts, and kills all of it (orphans and new sessions included) before it
 answers: no process a candidate starts outlives its job.
 
@@ -88,6 +90,9 @@ def run_forked(job, confinement=None) -> bytes:
             if payload is None:
                 _prepare_job(job)
                 payload = trial.run_job(job)
+        except BaseException as exc:  # noqa: BLE001  (setting up the child is our code: its failure is ours)
+            payload = _encode(_evaluator_error(job, exc))
+        try:
             mac = hmac.new(token, payload, hashlib.sha256).digest()
             _write_all(write_fd, struct.pack("!I", len(payload)) + mac + payload)
         except BaseException:  # noqa: BLE001  (the child must always reach os._exit)
@@ -155,8 +160,7 @@ def _prepare_job(job) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
     if job.device.startswith("cuda"):
         import torch
-        torch.cuda.set_device(torch.device(job.device))
-        torch.cuda.set_per_process_memory_fraction(job.config.gpu_memory_fraction / max(1, job.config.workers_per_gpu))
+        torch.cuda.set_device(torch.device(job.device))  # the memory cap follows the problem (trial.py)
         return
     # CPU: cap the address space above what torch already maps; keep freed blocks on the heap
     # (no mmap) so the allocator poisoning in trial.py reaches later allocations.
@@ -283,6 +287,14 @@ def _tail(path: str, limit: int = 1500) -> str:
             return f.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def _evaluator_error(job, exc: BaseException) -> EvalResult:
+    import traceback
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return EvalResult(verdict="evaluator_error", reason="exception", gpu=job.gpu,
+                      device="cuda" if job.device.startswith("cuda") else "cpu",
+                      evidence={"stage": "sandbox", "traceback": trace[-2000:]})
 
 
 def _encode(result: EvalResult) -> bytes:

@@ -81,15 +81,15 @@ def worker_env(slot: WorkerSlot, base: dict[str, str] | None = None) -> dict[str
 def _children(slots: list[WorkerSlot], config, idle_exit_s: float | None, use_cache: bool) -> list[Child]:
     # Only the sections a worker reads travel (on its command line: they hold no secrets), so every
     # worker runs with the parent's effective settings, file and KERNELZERO_* variables included.
-    # Workers sharing a GPU split its memory: each candidate's cap is the configured share over them.
+    # Workers sharing a GPU know how many they are: each evaluation takes a share of its memory, or
+    # the GPU alone when its problem needs more (gpu_workers/memory.py).
     sharing = collections.Counter(slot.gpu for slot in slots)
+    sections = msgspec.json.encode({"log": config.log, "evaluator": config.evaluator}).decode()
     children = []
     for slot in slots:
-        evaluator = msgspec.structs.replace(
-            config.evaluator, gpu_memory_fraction=config.evaluator.gpu_memory_fraction / sharing[slot.gpu])
-        sections = msgspec.json.encode({"log": config.log, "evaluator": evaluator}).decode()
         argv = [sys.executable, "-m", "kernelzero.gpu_workers.workers", "--child", str(slot.index),
-                "--device", "cpu" if slot.gpu is None else "cuda", "--sections", sections]
+                "--device", "cpu" if slot.gpu is None else "cuda", "--sections", sections,
+                "--gpu-processes", str(sharing[slot.gpu])]
         if idle_exit_s is not None:
             argv += ["--idle-exit", str(idle_exit_s)]
         if not use_cache:
@@ -123,7 +123,8 @@ def worker_name(index: int) -> str:
     return f"evaluator/{index}@{socket.gethostname()}:{os.getpid()}"
 
 
-def _child(index: int, device: str, sections: str, idle_exit_s: float | None, use_cache: bool) -> int:
+def _child(index: int, device: str, sections: str, idle_exit_s: float | None, use_cache: bool,
+           gpu_processes: int) -> int:
     import anyio
 
     from kernelzero.config import Config
@@ -136,7 +137,8 @@ def _child(index: int, device: str, sections: str, idle_exit_s: float | None, us
 
     try:
         stats = anyio.run(lambda: run_evaluator(config.log.url, config, idle_exit_s=idle_exit_s, device=device,
-                                                use_cache=use_cache, on_ready=ready, producer=worker_name(index)))
+                                                use_cache=use_cache, on_ready=ready, producer=worker_name(index),
+                                                gpu_processes=gpu_processes))
     except KeyboardInterrupt:  # the supervisor's stop: the group was left and the evaluator processes stopped
         print(f"evaluator worker {index}: pid {os.getpid()} stopped", flush=True)
         return 0
@@ -155,9 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help=argparse.SUPPRESS)
     parser.add_argument("--sections", default="{}", help=argparse.SUPPRESS)
+    parser.add_argument("--gpu-processes", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
-        return _child(args.child, args.device, args.sections, args.idle_exit, not args.no_result_cache)
+        return _child(args.child, args.device, args.sections, args.idle_exit, not args.no_result_cache,
+                      args.gpu_processes)
     from kernelzero.config import ConfigError, load_config
     try:
         config = load_config(args.config)

@@ -68,7 +68,10 @@ class EvaluatorConfig(Section):
     timing_rel_se: float = 0.002  # stop timing once the speedup's standard error is this share of it
     timing_input_sets: int = 4  # input sets rotated between timed calls
     physical_slack: float = 0.5  # reject runtimes below this share of the bytes/bandwidth, flops/peak bound
-    gpu_memory_fraction: float = 0.9  # per-candidate cap on the GPU's memory (torch caching allocator)
+    # what the evaluator may use of a GPU's memory (torch caching allocator): workers sharing the GPU each
+    # get an equal share, and an evaluation that needs more runs alone with all of it (gpu_workers/memory.py)
+    gpu_memory_fraction: float = 0.9
+    time_compiled_reference: bool = False  # also time torch.compile(reference), interleaved (KernelBench reports both)
     # containment of candidate processes (gpu_workers/sandbox.py, confine.py; docs/evaluator.md, Containment)
     sandbox: bool = True  # off only to measure what containment costs; needs require_sandbox = false
     require_sandbox: bool | Literal["auto"] = "auto"  # auto: required wherever bwrap is found
@@ -78,13 +81,20 @@ class EvaluatorConfig(Section):
     max_open_files: int = 4096  # RLIMIT_NOFILE of a candidate process
     sandbox_binds: list[str] = []  # extra host paths candidate processes see, read-only
 
-    def __post_init__(self) -> None:
-        if not self.sandbox and self.require_sandbox is not False:
-            raise ValueError("evaluator sandbox = false needs require_sandbox = false (it is "
-                             f"{self.require_sandbox!r}): containment is required otherwise")
-        if self.candidate_uid <= 0 or self.max_processes < 1 or self.max_open_files < 16:
-            raise ValueError("evaluator candidate_uid must be a uid other than root, max_processes at least 1 "
-                             "and max_open_files at least 16")
+    def rules(self) -> dict[str, tuple[bool, str]]:
+        return {
+            "timeout_s": _positive(self.timeout_s),
+            "compile_timeout_s": _positive(self.compile_timeout_s),
+            "trials": _at_least(self.trials, 1),
+            "gpu_memory_fraction": (0.0 < self.gpu_memory_fraction <= 1.0, "must be in (0, 1]"),
+            "workers_per_gpu": _at_least(self.workers_per_gpu, 1),
+            "timing_input_sets": _at_least(self.timing_input_sets, 1),
+            "sandbox": (self.sandbox or self.require_sandbox is False,
+                        "= false needs require_sandbox = false: containment is required otherwise"),
+            "candidate_uid": (self.candidate_uid > 0, "must be a uid other than root"),
+            "max_processes": _at_least(self.max_processes, 1),
+            "max_open_files": _at_least(self.max_open_files, 16),
+        }
 
 
 class GenerationConfig(Section):

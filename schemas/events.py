@@ -11,14 +11,13 @@ from typing import Literal
 import msgspec
 
 Backend = Literal["cuda", "triton"]
-Verdict = Literal[
-    "correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected", "evaluator_error", "problem_error",
-]
-VERDICTS: tuple[str, ...] = (
-    "correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected", "evaluator_error", "problem_error",
-)
-# Nobody's fault but ours or the problem's: never charged to a sample, trained on, repaired or counted as an attempt.
-UNCHARGED_VERDICTS: frozenset[str] = frozenset({"evaluator_error", "problem_error"})
+Verdict = Literal["correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected",
+                  "evaluator_error", "problem_error"]
+VERDICTS: tuple[str, ...] = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected",
+                             "evaluator_error", "problem_error")
+# Nobody's fault but the evaluator's (its own code raised) or the problem's (its reference cannot be
+# evaluated): such a sample is never charged, rewarded or trained on, and is no attempt in the frontier.
+UNCHARGED_VERDICTS: tuple[str, ...] = ("evaluator_error", "problem_error")
 Role = Literal["coder", "proposer"]
 # "heldout": a module (and its samples) for evaluation only: answered and judged like any, never trained on,
 # never counted by the frontier (held-out pass rates: analytics' heldout_curve view)
@@ -101,7 +100,9 @@ class Evaluation(Payload, kw_only=True):
     runtime_iqr_ms: float | None = None
     timing_n: int = 0
     ref_eager_ms: float | None = None
-    speedup: float | None = None
+    speedup: float | None = None  # over the eager reference
+    ref_compile_ms: float | None = None  # the torch.compile'd reference, when it was timed too
+    speedup_compile: float | None = None
     gpu: str = ""
     device: str = "cpu"
     evaluator_version: str = ""

@@ -94,3 +94,18 @@ def test_to_builtins_is_json_ready():
     event = make_event(ModuleProposed(module_id="m", source="s", apis=["a"]), correlation_id="m", producer="p")
     data = to_builtins(event)
     assert msgspec.json.decode(msgspec.json.encode(data))["payload"]["apis"] == ["a"]
+
+
+def test_uncharged_verdicts_round_trip_and_old_evaluations_still_decode():
+    from kernelzero.schemas import UNCHARGED_VERDICTS, VERDICTS
+    assert set(UNCHARGED_VERDICTS) == {"evaluator_error", "problem_error"} and set(UNCHARGED_VERDICTS) < set(VERDICTS)
+    for verdict, reason in (("evaluator_error", "exception"), ("problem_error", "constant_output")):
+        payload = SampleEvaluated(sample_id="s", module_id="m", backend="triton", verdict=verdict, reason=reason,
+                                  evidence={"detail": "why"})
+        assert decode(encode(make_event(payload, correlation_id="m", producer="evaluator"))).payload == payload
+    old = make_event(SampleEvaluated(sample_id="s", module_id="m", backend="cuda", verdict="correct", reason="ok"),
+                     correlation_id="m", producer="evaluator")
+    old.envelope.payload = msgspec.Raw(msgspec.msgpack.encode(
+        {"sample_id": "s", "module_id": "m", "backend": "cuda", "verdict": "correct", "reason": "ok", "speedup": 2.0}))
+    back = decode(encode(old)).payload  # written before ref_compile_ms and speedup_compile existed
+    assert back.speedup == 2.0 and back.ref_compile_ms is None and back.speedup_compile is None

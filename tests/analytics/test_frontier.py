@@ -11,7 +11,7 @@ from kernelzero.analytics.projection import Projection
 from kernelzero.analytics.views import install_views
 from kernelzero.config import AnalyticsConfig
 
-from tests.analytics.helpers import evaluation, records, sample
+from tests.analytics.helpers import evaluation, module, records, sample
 
 PRIOR_STD = math.sqrt(1 / 12)  # std of Beta(1, 1)
 
@@ -89,3 +89,27 @@ def test_snapshot_payload_is_ordered_and_limited(con):
     assert [e.apis for e in snapshot.entries] == [["b"], ["a", "b"]]
     assert snapshot.band_low == 0.25 and snapshot.band_high == 0.8 and snapshot.target == 0.5
     assert snapshot.entries[0].attempts == 2 and snapshot.entries[0].passes == 1
+
+
+def test_evaluator_and_problem_errors_are_counted_but_are_no_attempts(tmp_path):
+    uncharged = [evaluation("a5", "mA", ["a"], "evaluator_error", reason="exception"),
+                 evaluation("a6", "mA", ["a"], "problem_error", reason="constant_output"),
+                 evaluation("d1", "mD", ["d"], "problem_error", reason="non_deterministic"),
+                 module("mA", ["a"]), module("mC", ["c"]), module("mD", ["d"])]
+    with Projection(tmp_path / "u.duckdb") as projection:
+        projection.apply(records(_events() + uncharged))
+        install_views(projection.con, AnalyticsConfig())
+        f = _frontier(projection.con, AnalyticsConfig())
+        assert (f[("a",)]["attempts"], f[("a",)]["passes"]) == (6, 3)  # as without them
+        assert ("d",) not in f  # a module with nothing but problem errors was never attempted
+        rows = projection.con.execute("SELECT sample_id, verdict, reason FROM uncharged ORDER BY 1").fetchall()
+        assert rows == [("a5", "evaluator_error", "exception"), ("a6", "problem_error", "constant_output"),
+                        ("d1", "problem_error", "non_deterministic")]
+        judged = projection.con.execute("SELECT count(*) FROM judged").fetchone()[0]
+        attempts = projection.con.execute("SELECT count(*) FROM attempts").fetchone()[0]
+        assert judged - attempts == 3
+        curve = dict(projection.con.execute("SELECT policy_version, uncharged FROM training_curve").fetchall())
+        assert curve[1] == 3 and curve[2] == 0
+        modules = {m: (a, e) for m, a, e in projection.con.execute(
+            "SELECT module_id, attempts, problem_errors FROM modules").fetchall()}
+        assert modules == {"mA": (4, 1), "mC": (4, 0), "mD": (0, 1)}

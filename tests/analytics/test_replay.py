@@ -99,3 +99,12 @@ def test_sft_prompts_follow_the_coders_prompt_style(con, tmp_path):
     write_dataset(con, CONFIG, "sft", tmp_path / "compact.jsonl", prompt_style="compact")
     rows = {r["module_id"]: r for r in _read(tmp_path / "compact.jsonl")}
     assert rows["m1"]["prompt"] == render_coder_prompt("# module one", rows["m1"]["backend"], style="compact")
+def test_a_module_the_evaluator_found_unusable_is_no_rl_prompt(tmp_path):
+    events = _events() + [module("m3", ["z"], source="# constant module"), sample("u1", "m3"),
+                          evaluation("u1", "m3", ["z"], "problem_error", reason="constant_output")]
+    with Projection(tmp_path / "u.duckdb") as projection:
+        projection.apply(records(events))
+        install_views(projection.con, CONFIG)
+        write_dataset(projection.con, CONFIG, "rl", tmp_path / "rl.jsonl")
+    # untried, m3 would sit at the prior mean 1/2, inside the band
+    assert [r["module_id"] for r in _read(tmp_path / "rl.jsonl")] == ["m1"]

@@ -1,4 +1,5 @@
-"""`kernelzero eval`: JSON on stdout and exit 0 for a verdict; exit 2 with a message for missing files and bad problems."""
+"""`kernelzero eval`: JSON on stdout and exit 0 for a verdict about the candidate; 2 for missing files, 3 for a bad
+problem, 4 for an evaluator error, each with a message on stderr."""
 
 from __future__ import annotations
 
@@ -27,9 +28,27 @@ def test_eval_example_json(tmp_path: Path) -> None:
     assert result["trials"] >= 6 and result["rel_err"] < 1e-2 and "static" in result["checks"]
 
 
-def test_eval_bad_problem_and_missing_file_exit_2(tmp_path: Path) -> None:
+def test_eval_bad_problem_exits_3_and_missing_file_2(tmp_path: Path) -> None:
     done = run(tmp_path, str(HERE / "problems" / "nondeterministic.py"), "examples/candidates/relu_matmul_triton.py",
-               "--device", "cpu")
-    assert done.returncode == 2 and "non_deterministic" in done.stderr
+               "--device", "cpu", "--json")
+    assert done.returncode == 3 and "is unusable: non_deterministic" in done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (result["verdict"], result["reason"]) == ("problem_error", "non_deterministic")
     missing = run(tmp_path, "no/such/problem.py", "examples/candidates/relu_matmul_triton.py")
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_eval_evaluator_error_exits_4(tmp_path: Path, monkeypatch, capsys) -> None:
+    import argparse
+
+    from kernelzero.config import Config
+    from kernelzero import gpu_workers
+    from kernelzero.gpu_workers import EvalResult, cli
+    fault = EvalResult(verdict="evaluator_error", reason="exception", evidence={"error": "RuntimeError: injected"})
+    monkeypatch.setattr(gpu_workers, "evaluate", lambda *args, **kwargs: fault)  # the real path: test_blame.py
+    args = argparse.Namespace(problem=str(HERE / "problems" / "relu.py"), candidate=str(HERE / "candidates" / "correct_whole.py"),
+                              device="cpu", timeout=None, json=True, no_cache=True)
+    assert cli.main(args, Config()) == 4
+    captured = capsys.readouterr()
+    assert "the evaluator itself failed" in captured.err and "injected" in captured.err
+    assert json.loads(captured.out.strip().splitlines()[-1])["verdict"] == "evaluator_error"

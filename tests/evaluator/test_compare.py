@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from kernelzero.gpu_workers.compare import (POISON_BYTE, compare_outputs, compare_tensor, poisoned_elements,
@@ -107,3 +108,70 @@ def test_unwritten_between_counts_only_filled_elements_that_vary() -> None:
     filled[32:] = float("nan")  # torch's fill of new memory
     assert unwritten_between([plain], [filled]) == 32
     assert unwritten_between([written], [written.clone()]) == 0
+
+
+def test_zero_dim_outputs_compare_and_show_unwritten_bits() -> None:
+    e = torch.tensor(0.37)
+    assert compare_tensor(e, e.clone(), R, A).ok
+    assert compare_tensor(e, torch.tensor(0.5), R, A).reason == "output_mismatch"
+    assert compare_tensor(e, torch.tensor([0.37]), R, A).reason == "shape_mismatch"
+    poisoned = torch.tensor(0.0)
+    poisoned.view(1).view(torch.uint8).fill_(POISON_BYTE)
+    assert poisoned_elements(poisoned) == 1 and compare_tensor(e, poisoned, R, A).reason == "unwritten_output"
+    assert unwritten_between([torch.tensor(1.0)], [torch.tensor(float("nan"))]) == 1
+
+
+def test_python_numbers_must_come_back_as_numbers_of_their_kind() -> None:
+    assert compare_outputs([2.5], 2.5 + 1e-6, R, A).ok
+    assert compare_outputs([2.5], 3.5, R, A).reason == "output_mismatch"
+    assert compare_outputs([2.5], torch.tensor(2.5), R, A).reason == "output_type"
+    assert compare_outputs([3], 3, R, A).ok and compare_outputs([3], 4, R, A).reason == "output_mismatch"
+    assert compare_outputs([True], 1, R, A).reason == "output_type"
+
+
+def test_bool_and_complex_outputs() -> None:
+    flags = ref() > 0
+    assert compare_tensor(flags, flags.clone(), R, A).ok
+    assert compare_tensor(flags, ~flags, R, A).reason == "output_mismatch"
+    z = torch.complex(ref(), ref(2.0))
+    assert compare_tensor(z, z.clone(), R, A).ok
+    assert compare_tensor(z, z.conj(), R, A).reason == "output_mismatch"  # only the imaginary parts differ
+
+
+def test_outputs_of_another_form_are_mismatches_not_errors() -> None:
+    e = ref()
+    assert compare_tensor(e, e.to_sparse(), R, A).reason == "layout_mismatch"
+    shrunk = e.clone()
+    shrunk.untyped_storage().resize_(0)
+    assert compare_tensor(e, shrunk, R, A).reason == "output_unreadable"
+
+
+def test_blame_falls_on_the_output_only_when_the_reference_compares_with_itself(monkeypatch) -> None:
+    from kernelzero.gpu_workers import compare
+    e = ref()
+    odd = e.clone()
+    real = compare.compare_outputs
+
+    def breaks_on_the_candidate(expected, got, rtol, atol):
+        if got is odd:
+            raise RuntimeError("cannot read this output")
+        return real(expected, got, rtol, atol)
+
+    monkeypatch.setattr(compare, "compare_outputs", breaks_on_the_candidate)
+    assert compare.compare_or_blame([e], odd, R, A).reason == "output_unreadable"
+    monkeypatch.setattr(compare, "compare_outputs", lambda *args: 1 / 0)  # the comparison itself is broken
+    with pytest.raises(ZeroDivisionError):  # ours: it surfaces as evaluator_error, never as the output's fault
+        compare.compare_or_blame([e], e.clone(), R, A)
+
+
+def test_byte_checks_in_chunks_count_as_whole(monkeypatch) -> None:
+    from kernelzero.gpu_workers import compare
+    got = ref().clone()
+    got.view(-1)[100:300].view(torch.uint8).fill_(POISON_BYTE)
+    plain, filled = ref().clone(), ref().clone()
+    plain.view(-1)[50:90] = 7.0
+    filled.view(-1)[50:90] = float("nan")
+    whole = poisoned_elements(got), unwritten_between([plain], [filled])
+    monkeypatch.setattr(compare, "CHUNK", 7)
+    assert (poisoned_elements(got), unwritten_between([plain], [filled])) == whole == (200, 40)
+    assert compare.is_constant(torch.full((9,), float("nan"))) and not compare.is_constant(got)

@@ -1,4 +1,4 @@
-"""Device turns across processes: a timed run excludes every shared turn, and shared turns overlap."""
+"""Device turns across processes: a timed run and an evaluation alone exclude every shared turn, and shared turns overlap."""
 
 from __future__ import annotations
 
@@ -25,6 +25,17 @@ def _timed(key: str, log) -> None:
         log.put(("exclusive", time.monotonic()))
         time.sleep(0.2)
         log.put(("exclusive_end", time.monotonic()))
+
+
+def _alone(key: str, log) -> None:
+    turns = DeviceTurns(key)
+    turns.share()
+    turns.alone()
+    log.put(("alone", time.monotonic()))
+    with turns.exclusive():  # timing inside a run alone keeps the turn: no other evaluation slips in between
+        time.sleep(0.1)
+    time.sleep(0.2)
+    log.put(("alone_end", time.monotonic()))
 
 
 def _events(log, n: int) -> dict[str, list[float]]:
@@ -66,3 +77,23 @@ def test_shared_turns_overlap() -> None:
         p.join(30)
     ev = _events(log, 4)
     assert max(ev["share"]) < min(ev["share_end"])  # both held a shared turn at once
+
+
+def test_an_evaluation_alone_waits_for_shared_turns_and_keeps_the_gpu_until_it_ends() -> None:
+    ctx = mp.get_context("fork")
+    key, log = uuid.uuid4().hex, ctx.Queue()
+    first = ctx.Event()
+    holder = ctx.Process(target=_shared, args=(key, 0.5, log, first))
+    holder.start()
+    assert first.wait(10)
+    big = ctx.Process(target=_alone, args=(key, log))
+    big.start()
+    time.sleep(0.2)  # the big one now waits at the gate for the holder to finish
+    late = ctx.Process(target=_shared, args=(key, 0.0, log, ctx.Event()))
+    late.start()
+    for p in (holder, big, late):
+        p.join(30)
+        assert p.exitcode == 0
+    ev = _events(log, 6)
+    assert ev["alone"][0] >= min(ev["share_end"])  # alone only once the shared holder left
+    assert max(ev["share"]) >= ev["alone_end"][0]  # the late arrival waited for the whole run, timing included

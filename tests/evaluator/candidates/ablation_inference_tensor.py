@@ -1,0 +1,32 @@
+# expect: rejected kernel_output_unused
+# problem: relu
+"""Corpus: numpy computes the answer and a dummy kernel writes an inference tensor, which cannot be overwritten
+in place outside inference mode: ablation overwrites its storage instead of failing inside forward."""
+import numpy as np
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+def relu(x):
+    y = torch.empty_like(x)
+    relu_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+    return y
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        src = x.contiguous()
+        with torch.inference_mode():
+            scratch = torch.empty_like(src)
+        relu_kernel[(triton.cdiv(src.numel(), 256),)](src, scratch, src.numel(), BLOCK=256)
+        return torch.from_numpy(np.maximum(x.cpu().numpy(), 0.0)).to(x.device)

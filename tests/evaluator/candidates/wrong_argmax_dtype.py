@@ -1,0 +1,23 @@
+# expect: incorrect dtype_mismatch
+# problem: argmax_int
+"""Corpus: the right row argmax as int32 where the reference returns int64."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def argmax_kernel(x_ptr, out_ptr, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * cols + offs, mask=offs < cols, other=-float("inf"))
+    tl.store(out_ptr + row, tl.argmax(x, axis=0).to(tl.int32))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty(x.shape[0], device=x.device, dtype=torch.int32)
+        argmax_kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+        return out

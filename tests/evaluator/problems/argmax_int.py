@@ -1,0 +1,17 @@
+"""Test problem: argmax over each row, an int64 output compared exactly."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.argmax(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(16, 64)]
+
+
+def get_init_inputs():
+    return []

@@ -78,11 +78,11 @@ class HeldOutJudge:
 
         if self._pool is None:
             self._pool = await EvaluatorPool(self.config.evaluator, use_cache=False).__aenter__()
-        verdicts = []
-        for row, source in zip(self.rows, sources):
-            verdicts.append(source is not None and
-                            (await self._pool.evaluate(row.reference, source)).verdict == "correct")
-        return verdicts
+
+        async def judge(row: HeldOutRow, source: str | None) -> bool:
+            return source is not None and (await self._pool.evaluate(row.reference, source)).verdict == "correct"
+
+        return list(await asyncio.gather(*(judge(row, source) for row, source in zip(self.rows, sources))))
 
     def _proposer(self, texts: list[str]) -> list[bool]:
         from kernelzero.consumers.validator import validate

@@ -37,19 +37,19 @@ from kernelzero.gpu_workers.static_check import check_source
 
 NOT_CACHED = {"timeout", "evaluator_error"}
 NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy
-_CONFIG_NOT_IN_KEY = {"cache_dir", "build_workers", "workers_per_gpu", "device", "timeout_s", "compile_timeout_s",
-                      "slim_headers", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
+_CONFIG_NOT_IN_KEY = {"cache_dir", "build_workers", "workers_per_gpu", "cpu_workers", "device", "timeout_s",
+                      "compile_timeout_s", "slim_headers", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
 
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def resolve_devices(device: str, workers_per_gpu: int) -> tuple[list[str], str, str]:
+def resolve_devices(device: str, workers_per_gpu: int, cpu_workers: int = 1) -> tuple[list[str], str, str]:
     """(worker devices, GPU name, CUDA arch list) for 'auto' | 'cpu' | 'cuda' | 'cuda:N'."""
     import torch
     if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
-        return ["cpu"], "", ""
+        return ["cpu"] * max(1, cpu_workers), "", ""
     if not torch.cuda.is_available():
         raise RuntimeError("device cuda requested but torch sees no CUDA GPU")
     indices = [int(device.split(":")[1])] if ":" in device else list(range(torch.cuda.device_count()))
@@ -133,7 +133,8 @@ class EvaluatorPool:
         self._build_jobs = max(2, (os.cpu_count() or 2) // builds)
 
     async def __aenter__(self) -> "EvaluatorPool":
-        devices, self.gpu, self.arch = resolve_devices(self.device, self.config.workers_per_gpu)
+        devices, self.gpu, self.arch = resolve_devices(self.device, self.config.workers_per_gpu,
+                                                       self.config.cpu_workers)
         self.device_type = "cpu" if devices == ["cpu"] else "cuda"
         for sub in ("results", "builds", "scratch"):
             (self.cache_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -148,6 +149,11 @@ class EvaluatorPool:
         for w in self._workers:
             self._idle.put_nowait(w)
         return self
+
+    @property
+    def workers(self) -> int:
+        """How many evaluations this pool runs at once (one per worker process)."""
+        return len(self._workers)
 
     async def __aexit__(self, *exc) -> None:
         await self._stop()

@@ -51,14 +51,13 @@ async def run_evaluator(log_url: str, config, *, idle_exit_s: float | None = Non
     Records are taken as many at a time as the pool has workers and all evaluated at once, so a
     commit follows each round: a worker that dies loses (and the group redoes) one round at most.
     """
-    from kernelzero.gpu_workers.pool import resolve_devices
     from kernelzero.log import open_log
     from kernelzero.stage import run_stage
     log = await open_log(log_url)
     try:
         async with EvaluatorPool(config.evaluator, device=device, use_cache=use_cache,
                                  gpu_processes=gpu_processes) as pool:
-            workers = len(resolve_devices(pool.device, config.evaluator.workers_per_gpu)[0])
+            workers = pool.workers
             if on_ready is not None:
                 on_ready()
             return await run_stage(log, EvaluatorStage(pool, producer), idle_exit_s=idle_exit_s, max_records=workers,

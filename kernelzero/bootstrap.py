@@ -44,13 +44,13 @@ class SftPlan(msgspec.Struct, frozen=True, kw_only=True):
 class Plan(msgspec.Struct, frozen=True, kw_only=True):
     """Everything the bootstrap depends on besides the code; its hash names the cache folders."""
 
-    modules: int = 160
+    modules: int = 200
     heldout_share: float = 0.2
     size: str = "tiny"
     seed: int = 0
-    coder: SftPlan = SftPlan(epochs=40, learning_rate=2e-3, batch_size=16, check_every=40, band_low=0.2,
+    coder: SftPlan = SftPlan(epochs=40, learning_rate=1e-3, batch_size=16, check_every=50, band_low=0.2,
                              band_high=0.6, heldout_limit=16)
-    proposer: SftPlan = SftPlan(epochs=20, learning_rate=2e-3, batch_size=16, check_every=40, band_low=0.5,
+    proposer: SftPlan = SftPlan(epochs=20, learning_rate=1e-3, batch_size=16, check_every=50, band_low=0.5,
                                 band_high=1.0, heldout_limit=8)
 
 

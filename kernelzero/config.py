@@ -62,6 +62,7 @@ class EvaluatorConfig(Section):
     slim_headers: bool = True  # build against torch/types.h, not torch/extension.h (gpu_workers/headers.py)
     cache_dir: str = "~/.cache/kernelzero"
     workers_per_gpu: int = 1
+    cpu_workers: int = 1  # workers on a machine without a GPU (Triton's interpreter): one per core pays
     static_checks: bool = True  # AST rules; off only to test the run-time defences behind them
     allowed_torch_ops: list[str] = msgspec.field(default_factory=lambda: [  # aten compute allowed beside a custom kernel
         "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution"])
@@ -88,6 +89,7 @@ class EvaluatorConfig(Section):
             "trials": _at_least(self.trials, 1),
             "gpu_memory_fraction": (0.0 < self.gpu_memory_fraction <= 1.0, "must be in (0, 1]"),
             "workers_per_gpu": _at_least(self.workers_per_gpu, 1),
+            "cpu_workers": _at_least(self.cpu_workers, 1),
             "timing_input_sets": _at_least(self.timing_input_sets, 1),
             "sandbox": (self.sandbox or self.require_sandbox is False,
                         "= false needs require_sandbox = false: containment is required otherwise"),

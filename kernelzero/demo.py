@@ -1,16 +1,21 @@
-"""`kernelzero demo`: the whole co-evolution loop on one machine, embedded log, CPU is enough; small, not a benchmark.
+"""`kernelzero demo`: KernelZero from zero on one machine (a CPU is enough): teachers, SFT, then rounds of the real loop with both learners; small, not a benchmark.
 
-Each round runs the real stages one after another, each as `kernelzero serve ROLE` until its
-input is drained: proposer -> validator -> coder -> evaluator -> trainer -> projector (which
-publishes the frontier the next round's proposer reads). Without `--coder-model` the Coder is
-a random-weight model built here (no weights can be downloaded), so its samples hold no code
-and earn nothing: the loop, the events and the analytics are real, the kernels are not. Point
-`--coder-model` at a local Hugging Face directory to see real kernels.
+1. Bootstrap (kernelzero/bootstrap.py, cached by its inputs): the synthesizer and the Triton
+   teacher make verified SFT sets, split by API set; a tokenizer and from-scratch models of both
+   roles are trained on them, the Coder until its held-out pass@1 enters the band.
+2. Rounds of the real loop on the embedded log, each stage as `kernelzero serve ROLE` until its
+   input is drained: proposer -> validator -> coder -> evaluator -> trainer -> projector. Before
+   each round (and after the last) the held-out modules go on the log (`kernelzero heldout`): the
+   Coder answers them with its current policy and nothing trains on them.
+3. A summary per Coder policy version (held-out pass@1, rewards and advantages, verdicts), the
+   versions each role published, the frontier's in-band entries, and `kernelzero report`'s plots.
+No weights are downloaded or committed: the demo builds everything it uses.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -18,53 +23,124 @@ from kernelzero.config import Config, dump_config
 from kernelzero.serve import serve_until_idle
 
 STAGES = ("proposer", "validator", "coder", "evaluator", "trainer", "projector")
-EXAMPLE_PROBLEM = Path("examples/problems/relu_matmul.py")
-EXAMPLE_CANDIDATE = Path("examples/candidates/relu_matmul_triton.py")
+ANSWER_STAGES = ("coder", "evaluator", "trainer", "projector")
+EXAMPLE_PROBLEM = Path(__file__).resolve().parent.parent / "examples/problems/relu_matmul.py"
+EXAMPLE_CANDIDATE = Path(__file__).resolve().parent.parent / "examples/candidates/relu_matmul_triton.py"
+SUMMARY = {
+    "held-out pass rate by Coder policy version (never trained on)":
+        "SELECT policy_version, modules, samples, round(pass_at_1, 3) AS pass_at_1, "
+        "round(pass_at_1_ci95, 3) AS ci95, round(pass_at_n, 3) AS pass_at_n FROM heldout_curve",
+    "rewards and advantages by Coder policy version":
+        "SELECT g.policy_version, count(DISTINCT g.event_id) AS groups, "
+        "count(DISTINCT g.event_id) FILTER (WHERE g.informative) AS informative, count(*) AS samples, "
+        "round(avg(s.reward), 3) AS mean_reward, round(min(s.advantage), 3) AS min_adv, "
+        "round(max(s.advantage), 3) AS max_adv, round(avg((s.advantage <> 0)::INT), 3) AS nonzero_adv "
+        "FROM groups_scored g JOIN group_samples s USING (event_id) GROUP BY ALL ORDER BY ALL",
+    "verdicts of training samples by Coder policy version":
+        "SELECT policy_version, verdict, count(*) AS samples FROM attempts WHERE split = 'train' "
+        "GROUP BY ALL ORDER BY ALL",
+    "policy versions published": "SELECT role, count(*) AS versions, max(version) AS newest FROM policies GROUP BY ALL",
+    "frontier entries in the band": "SELECT kind, count(*) AS entries FROM frontier WHERE in_band GROUP BY ALL",
+}
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--out", default=None, metavar="DIR", help="run directory (default: runs/demo-TIMESTAMP)")
-    parser.add_argument("--rounds", type=int, default=2, help="propose-code-evaluate-train rounds (default 2)")
+    parser.add_argument("--rounds", type=int, default=3, help="propose-code-evaluate-train rounds (default 3)")
     parser.add_argument("--modules", type=int, default=4, help="modules proposed per round (default 4)")
     parser.add_argument("--group-size", type=int, default=4, help="Coder samples per module, G (default 4)")
-    parser.add_argument("--coder-model", default=None, metavar="DIR",
-                        help="a local Hugging Face model directory for the Coder (default: a tiny random one)")
+    parser.add_argument("--heldout", type=int, default=6, help="held-out modules per measurement (default 6)")
+    parser.add_argument("--size", choices=("tiny", "small"), default="tiny", help="model size (default tiny)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu",
+                        help="where models train and sample, and the evaluator runs (default cpu)")
+    parser.add_argument("--distill", type=int, default=200, metavar="N", help="modules distilled (default 200)")
+    parser.add_argument("--cache", default=None, metavar="DIR",
+                        help="bootstrap cache (default: [evaluator] cache_dir/demo)")
 
 
 def demo_config(config: Config, out: Path, args) -> Config:
-    """The user's configuration, pointed at the run directory and sized for a CPU."""
+    """The user's configuration, pointed at the run directory and sized for the demo's models."""
+    from kernelzero.bootstrap import DEMO_APIS
+
     config.log.url = f"embedded:{out / 'log.sqlite'}"
     config.analytics.db = str(out / "analytics.duckdb")
     config.trainer.checkpoint_dir = str(out / "checkpoints")
-    config.proposer.backend = "synth"
-    config.proposer.batch = args.modules
-    config.proposer.rounds = 1
-    config.proposer.scale = min(config.proposer.scale, 2.0 ** -13)
+    config.evaluator.device = config.validator.device = args.device
+    config.evaluator.trials = min(config.evaluator.trials, 2)
+    config.evaluator.cpu_workers = max(config.evaluator.cpu_workers, os.cpu_count() or 1)
+    for section in (config.coder, config.proposer):
+        section.backend, section.device, section.prompt, section.max_tokens = "transformers", args.device, "compact", 256
     config.coder.group_size = args.group_size
-    config.coder.max_tokens = min(config.coder.max_tokens, 256)
-    config.coder.model = args.coder_model or str(out / "models" / "coder")
-    config.trainer.group_deadline_s = min(config.trainer.group_deadline_s, 30.0)
+    config.proposer.apis = config.proposer.apis or list(DEMO_APIS)
+    config.proposer.api_set_size, config.proposer.min_api_set_size = 2, 1
+    config.proposer.batch, config.proposer.rounds = args.modules, 1
+    config.proposer.scale = min(config.proposer.scale, 2.0 ** -15)
+    trainer = config.trainer
+    trainer.lora_rank, trainer.device, trainer.learning_rate = 0, args.device, 2e-4
+    trainer.groups_per_step, trainer.proposer_batch = 2, args.modules
+    trainer.group_deadline_s = min(trainer.group_deadline_s, 30.0)
     return config
 
 
-def _summary(config_path: Path, out: Path) -> None:
+def _self_check(console, config: Config) -> bool:
+    from kernelzero.gpu_workers import evaluate
+
+    with console.status("evaluator self-check on the shipped example kernel"):
+        check = evaluate(EXAMPLE_PROBLEM.read_text(), EXAMPLE_CANDIDATE.read_text(), config.evaluator)
+    console.print(f"evaluator self-check ({EXAMPLE_CANDIDATE.name}): [bold]{check.verdict}[/bold] ({check.reason})")
+    return check.verdict == "correct"
+
+
+def _stages(console, roles, config_path: Path, label: str, started: float) -> int:
+    for role in roles:
+        with console.status(f"{label}: {role}"):
+            code = serve_until_idle(role, config_path)
+        if code != 0:
+            console.print(f"[red]{label}: {role} exited with {code}[/red]")
+            return code
+    console.print(f"{label} done ({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+def _heldout(config_path: Path, rows: Path, limit: int, tag: str) -> int:
     from kernelzero.cli import main
 
-    queries = {
-        "verdicts by policy version": "SELECT policy_version, verdict, count(*) AS samples FROM evaluations "
-                                      "GROUP BY ALL ORDER BY ALL",
-        "events by type": "SELECT type, count(*) AS events FROM events GROUP BY ALL ORDER BY events DESC",
-    }
-    for title, sql in queries.items():
-        print(f"\n{title}:")
-        main(["sql", "--config", str(config_path), sql])
-    print()
-    main(["frontier", "--config", str(config_path), "--kind", "api"])
-    main(["report", "--config", str(config_path), "--out", str(out / "report")])
+    return main(["heldout", "--config", str(config_path), "--rows", str(rows), "--limit", str(limit), "--tag", tag])
+
+
+def summarize(config: Config) -> dict[str, list]:
+    """The summary tables as plain rows (also printed, and written to demo.json)."""
+    import argparse
+
+    from kernelzero.analytics.db import analytics_connection
+
+    tables = {}
+    where = argparse.Namespace(db=None, broker=None, rebuild=False, no_update=False)
+    with analytics_connection(where, config) as con:
+        for title, sql in SUMMARY.items():
+            cursor = con.execute(sql)
+            names = [d[0] for d in cursor.description]
+            tables[title] = [dict(zip(names, row)) for row in cursor.fetchall()]
+    return tables
+
+
+def _print_tables(console, tables: dict[str, list]) -> None:
+    from rich.table import Table
+
+    for title, rows in tables.items():
+        table = Table(title=title)
+        for name in (rows[0] if rows else {"(none)": None}):
+            table.add_column(name)
+        for row in rows:
+            table.add_row(*(str(v) for v in row.values()))
+        console.print(table)
 
 
 def main(args, config: Config) -> int:
     from rich.console import Console
+
+    from kernelzero.bootstrap import Plan, bootstrap
+    from kernelzero.cli import main as cli_main
 
     console = Console(stderr=True)
     out = Path(args.out or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
@@ -73,39 +149,40 @@ def main(args, config: Config) -> int:
         return 2
     out.mkdir(parents=True, exist_ok=True)
     config = demo_config(config, out, args)
+    console.rule(f"KernelZero demo in {out}")
+    if not _self_check(console, config):
+        console.print("[red]the evaluator rejects the known-good example: stopping[/red]")
+        return 1
+    started = time.monotonic()
+    cache = Path(args.cache or os.path.join(os.path.expanduser(config.evaluator.cache_dir), "demo"))
+    console.print(f"bootstrap (cached in {cache}): distill {args.distill} modules, from-scratch {args.size} models, SFT")
+    boot = bootstrap(config, Plan(modules=args.distill, size=args.size), cache, device=args.device)
+    for role, report in boot.sft.items():
+        checks = ", ".join(f"{c['passed']}/{c['total']}@{c['step']}" for c in report["checks"])
+        console.print(f"  {role}: SFT {report['steps']} steps, loss {report['first_loss']:.3f} -> "
+                      f"{report['last_loss']:.3f}, held-out checks {checks or 'none'}, stopped by {report['stopped']}")
+    console.print(f"bootstrap done ({time.monotonic() - started:.0f} s)")
+    config.coder.model, config.proposer.model = boot.coder_model, boot.proposer_model
+    config.proposer.exclude_sets = boot.heldout_sets
     config_path = out / "kernelzero.toml"
     config_path.write_text(dump_config(config))
-    console.rule(f"KernelZero demo in {out}")
-
-    if EXAMPLE_PROBLEM.exists():
-        with console.status("evaluator self-check on the shipped example kernel"):
-            from kernelzero.gpu_workers import evaluate
-
-            check = evaluate(EXAMPLE_PROBLEM.read_text(), EXAMPLE_CANDIDATE.read_text(), config.evaluator)
-        console.print(f"evaluator self-check ({EXAMPLE_CANDIDATE}): [bold]{check.verdict}[/bold] ({check.reason})")
-        if check.verdict != "correct":
-            console.print("[red]the evaluator rejects the known-good example: stopping[/red]")
-            return 1
-
-    if not args.coder_model:
-        with console.status("building a tiny random-weight Coder (no weights can be downloaded)"):
-            from kernelzero.models import build_random_model
-
-            build_random_model(config.coder.model)
-
-    started = time.monotonic()
+    rows = Path(boot.distill_dir) / "coder_heldout.jsonl"
     for round_number in range(1, args.rounds + 1):
-        for role in STAGES:
-            with console.status(f"round {round_number}/{args.rounds}: {role}"):
-                code = serve_until_idle(role, config_path)
-            if code != 0:
-                console.print(f"[red]round {round_number}: {role} exited with {code}[/red]")
-                return code
-            console.print(f"round {round_number}/{args.rounds}: {role} done ({time.monotonic() - started:.0f} s)")
-
-    _summary(config_path, out)
-    (out / "demo.json").write_text(json.dumps({"rounds": args.rounds, "seconds": time.monotonic() - started}))
+        code = _heldout(config_path, rows, args.heldout, f"r{round_number}") or \
+            _stages(console, STAGES, config_path, f"round {round_number}/{args.rounds}", started)
+        if code:
+            return code
+    code = _heldout(config_path, rows, args.heldout, "final") or \
+        _stages(console, ANSWER_STAGES, config_path, "final held-out measurement", started)
+    if code:
+        return code
+    tables = summarize(config)
+    _print_tables(console, tables)
+    cli_main(["report", "--config", str(config_path), "--out", str(out / "report")])
+    summary = {"rounds": args.rounds, "seconds": round(time.monotonic() - started, 1), "bootstrap": {
+        "distill_dir": boot.distill_dir, "heldout_sets": boot.heldout_sets, "sft": boot.sft}, "tables": tables}
+    (out / "demo.json").write_text(json.dumps(summary, indent=2, default=str))
     console.rule("done")
-    console.print(f"run directory: {out}\n  kernelzero sql --config {config_path} \"SELECT * FROM evaluations\"\n"
+    console.print(f"run directory: {out}\n  kernelzero sql --config {config_path} \"SELECT * FROM heldout_curve\"\n"
                   f"  report: {out / 'report' / 'index.html'}")
     return 0

@@ -114,7 +114,7 @@ def held_out(api_sets: Sequence[str], share: float, seed: int) -> set[str]:
 
 async def _run_stages(config: Config, log: Any, n: int, progress: Any) -> None:
     from kernelzero.consumers.validator import ValidatorStage
-    from kernelzero.gpu_workers.pool import EvaluatorPool, resolve_devices
+    from kernelzero.gpu_workers.pool import EvaluatorPool
     from kernelzero.gpu_workers.service import EvaluatorStage
     from kernelzero.producers.proposer import Proposer
     from kernelzero.stage import publish, run_stage
@@ -134,8 +134,7 @@ async def _run_stages(config: Config, log: Any, n: int, progress: Any) -> None:
     await run("validating modules", "modules.proposed", ValidatorStage(config.validator, KeepDuplicates()))
     await run("lowering with the teacher", "modules.accepted", TeacherStage(config.coder.target))
     async with EvaluatorPool(config.evaluator) as pool:
-        workers = len(resolve_devices(pool.device, config.evaluator.workers_per_gpu)[0])
-        await run("evaluating answers", "samples.generated", EvaluatorStage(pool), workers)
+        await run("evaluating answers", "samples.generated", EvaluatorStage(pool), pool.workers)
 
 
 def _rows(con: Any, config: Config, heldout_sets: set[str]) -> dict[str, list[dict]]:

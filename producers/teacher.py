@@ -17,7 +17,11 @@ convolution stay in torch, with the kernel as their prologue or epilogue; data m
 cat, slicing) stays in torch as well. A module with no work for a kernel is declined.
 
 The canonical form, fixed for a given module:
-- the import block, then `kernel`, then `ModelNew`; no comments or docstrings;
+- the import block, then `kernel`, then `ModelNew`; no docstrings, and one comment only: each
+  computing node's template lines follow a line `# OP`, OP the call as the module writes it
+  (`# F.gelu`), so a small model first copies the op's name from the prompt, then writes the
+  lines that name decides (a local step, where choosing the template straight from the module
+  is an alignment the small model gets wrong on API sets it has not seen);
 - `__init__` is Model's, statement by statement (ast.unparse), so parameters are built in the same order;
 - every call node of the graph, in order, is named t0, t1, ...; inputs keep their names (`x`,
   `in1`), module tensors are named after their attribute (`m0_weight`); pointers add `_ptr`;
@@ -144,6 +148,8 @@ def _kernel_source(the_plan: Plan, kernel: Kernel, name: str) -> str:
             if operand in kernel.inputs and operand not in loaded:
                 loaded.add(operand)
                 body.append(_load(the_plan, kernel, operand))
+        if call.op.kind != "glue":
+            body.append(f"# {describe(node)}")
         body += _node_lines(the_plan, kernel, node, call)
     value = the_plan.names[kernel.export]
     store = f"tl.store(out_ptr + offs, {value}, mask=mask)" if kernel.places[kernel.export].level == "offs" \

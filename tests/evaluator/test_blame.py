@@ -46,7 +46,7 @@ def test_a_fault_of_ours_is_an_evaluator_error(tmp_path: Path, monkeypatch, modu
 
 
 def test_a_fault_setting_up_the_child_is_an_evaluator_error(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(worker, "_enter_sandbox", injected)
+    monkeypatch.setattr(worker, "_prepare_job", injected)
     result = run_job(tmp_path, "relu", "passthrough_torch")
     assert (result.verdict, result.reason, result.evidence["stage"]) == ("evaluator_error", "exception", "sandbox")
     assert "injected fault in the evaluator" in result.evidence["traceback"]

@@ -64,7 +64,7 @@ def test_not_required_it_evaluates_and_evidence_says_what_held(tmp_path: Path) -
 
 
 def test_sandbox_off_is_explicit_and_said_in_evidence(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="sandbox = false needs require_sandbox = false"):
+    with pytest.raises(ConfigError, match="sandbox` = false needs require_sandbox = false"):
         load_config(env={"KERNELZERO_EVALUATOR_SANDBOX": "false"})
     result = first_result(EvaluatorConfig(cache_dir=str(tmp_path), sandbox=False, require_sandbox=False))
     assert (result.verdict, result.evidence["sandbox"]) == ("correct", "off")

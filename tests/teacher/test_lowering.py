@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ from kernelzero.codeblocks import last_python_block
 from kernelzero.gpu_workers.static_check import check_source
 from kernelzero.producers.synthesizer import synthesize
 from kernelzero.producers.teacher import NotLowerable, answer, api_support, lower
+from kernelzero.producers.teacher_graph import OPERATORS
 from tests.teacher.conftest import module
 from tests.teacher.test_families import FAMILIES
 
@@ -74,7 +76,10 @@ def test_answer_parses_back_and_passes_the_static_rules(name):
     assert text.startswith("```python\n") and text.endswith("```\n")
     assert source == lower(FAMILIES[name])
     assert check_source(source) == []
-    assert "#" not in source and '"""' not in source
+    assert '"""' not in source
+    comments = [line.strip() for line in source.splitlines() if "#" in line]
+    assert comments and all(re.fullmatch(r"# [\w.]+", c) for c in comments), "one `# OP` line before each op"
+    assert all(op[2:].split(".")[-1] in FAMILIES[name] or op[2:] in OPERATORS.values() for op in comments)
 
 
 def test_init_is_copied_statement_by_statement_and_super_takes_no_arguments():

@@ -2,7 +2,8 @@
 
 `python -m kernelzero.gpu_workers.probe CONFINEMENT_JSON FOLDER` is the process a pool starts in its
 sandbox (gpu_workers/sandbox.py): it confines itself as a candidate's process does
-(gpu_workers/confine.py) and prints the mechanisms in force as a JSON list.
+(gpu_workers/confine.py), tries the C compiler Triton and load_inline would run, and prints the
+mechanisms in force and the compiler that ran ("" when none did) as one JSON object.
 `python -m kernelzero.gpu_workers.probe` alone probes with the defaults and KERNELZERO_EVALUATOR_*
 variables and prints what evidence would say, or the refusal (exit status 2). The package does not
 import this module, so `-m` runs it once.
@@ -13,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,8 +26,18 @@ from kernelzero.gpu_workers import confine
 
 def answer(confinement_json: str, folder: str) -> int:
     confinement = msgspec.json.decode(confinement_json, type=confine.Confinement)
-    print(json.dumps(confine.enter(confinement, [folder], folder)), flush=True)
+    in_force = confine.enter(confinement, [folder], folder)
+    print(json.dumps({"in_force": in_force, "compiler": usable_compiler()}), flush=True)
     return 0
+
+
+def usable_compiler() -> str:
+    """The first C compiler here that runs (CC, then cc, gcc, clang), as Triton picks one; "" when none does."""
+    for name in (os.environ.get("CC", ""), "cc", "gcc", "clang"):
+        path = shutil.which(name) if name else None
+        if path and subprocess.run([path, "--version"], capture_output=True).returncode == 0:
+            return path
+    return ""
 
 
 def report() -> int:

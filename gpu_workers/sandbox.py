@@ -46,6 +46,7 @@ AREA, JOB, EXTENSIONS, SHARED_MEMORY = "/kz", "/kz/job", "/kz/ext", "/dev/shm"
 TURNS_INSIDE = "/tmp/kernelzero-gpu-turns"  # gpu_workers/device_turns.py's folder, as a worker sees it
 PACKAGES = ("kernelzero", "kernelzero.gpu_workers", "kernelzero.schemas")  # what workers and builds import of ours
 SYSTEM_TOP = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+COMPILERS = ("cc", "c++", "gcc", "g++", "clang")  # what Triton's launcher build and load_inline may call
 SYSTEM_BOUND = ("/usr", "/etc", "/sys", *SYSTEM_TOP)  # host folders bound whole: what lies below them exists
 
 
@@ -75,6 +76,7 @@ class Sandbox:
         self.required: list[str] = list(confine.REQUIRED) if config.require_sandbox is True or (
             config.require_sandbox == "auto" and self.mode == "bwrap") else []
         self.mechanisms: list[str] = []  # known once probed
+        self.compiler = ""  # the C compiler that ran in the sandbox, known once probed
 
     async def probe(self) -> None:
         """Start a process as a candidate's starts, read back what holds; SandboxUnavailable where it is not enough."""
@@ -87,20 +89,32 @@ class Sandbox:
         if self.mode == "off":
             return
         try:
-            self.mechanisms = await self._probe()
+            answer = await self._probe()
         except SandboxUnavailable as exc:
             if self.required:
                 raise SandboxUnavailable(f"{exc}; {self._requirement()}: set require_sandbox = false to evaluate "
                                          "without bubblewrap") from None
             print(f"evaluator: {exc}; evaluating without bubblewrap", file=sys.stderr)
             self.bwrap, self.mode, self.maps_candidate, self.version = None, "none", False, ""
-            self.mechanisms = await self._probe()
+            answer = await self._probe()
+        self.mechanisms, self.compiler = answer["in_force"], answer["compiler"]
+        self._check_compiler(self.compiler)
         missing = confine.missing(self.required, self.mechanisms)
         if missing:
             raise SandboxUnavailable(self.refusal(missing))
         if self.mode == "none":
             print(f"evaluator: bubblewrap not found: candidate code runs without namespaces ({self.label}); "
                   "install bubblewrap to contain it", file=sys.stderr)
+
+    def _check_compiler(self, inside: str) -> None:
+        """A compiler that runs here but not in the sandbox would fail every Triton or CUDA build as the candidate's."""
+        from kernelzero.gpu_workers.probe import usable_compiler
+
+        here = usable_compiler()
+        if here and not inside:
+            raise SandboxUnavailable(
+                f"the C compiler {here} runs here but not in the sandbox ({self.launcher}): Triton and CUDA builds "
+                f"need it; add its installation folder to [evaluator] sandbox_binds")
 
     @property
     def launcher(self) -> str:
@@ -231,7 +245,7 @@ class Sandbox:
         return args
 
     # ---- the probe ----
-    async def _probe(self) -> list[str]:
+    async def _probe(self) -> dict:
         area = Workspace(self, self.cache_dir / "scratch" / f"probe-{uuid.uuid4().hex}")
         try:
             scratch, _ = area.prepare("")
@@ -298,7 +312,7 @@ def turns_dir() -> str:
 
 
 def read_only_paths(extra: list[str]) -> list[str]:
-    """Host paths bound read-only beyond the system folders: Python, the Python path, our packages, CUDA, `extra`.
+    """Host paths bound read-only beyond the system folders: Python, the Python path, our packages, CUDA, the C compilers, `extra`.
 
     A source checkout on the Python path (it holds our package folders and a pyproject.toml or
     .git) is replaced by the package folders alone: its runs/, logs and checkpoints stay out.
@@ -306,7 +320,7 @@ def read_only_paths(extra: list[str]) -> list[str]:
     """
     packages = _package_dirs()
     home = os.path.expanduser("~")
-    paths = [sys.base_prefix, sys.prefix, sys.exec_prefix, *packages, *_cuda_dirs(), *extra]
+    paths = [sys.base_prefix, sys.prefix, sys.exec_prefix, *packages, *_cuda_dirs(), *_compiler_dirs(), *extra]
     for entry in sys.path:
         if not entry or not os.path.exists(entry) or _within(home, entry):
             continue
@@ -363,6 +377,13 @@ def _cuda_dirs() -> list[str]:
     if nvcc:
         dirs.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
     return [d for d in dirs if d]
+
+
+def _compiler_dirs() -> list[str]:
+    """The installations of the C and C++ compilers Triton and load_inline run (a gcc in /opt/gcc/bin brings /opt/gcc)."""
+    names = [os.environ.get("CC", ""), os.environ.get("CXX", ""), *COMPILERS]
+    found = {shutil.which(name) for name in names if name}
+    return [os.path.dirname(os.path.dirname(os.path.realpath(path))) for path in found if path]
 
 
 def _within(path: str, folder: str) -> bool:

@@ -99,3 +99,36 @@ def test_not_required_a_bwrap_that_cannot_start_is_left_out_and_evidence_says_so
     launcher, held = result.evidence["sandbox"].split(": ")
     assert (result.verdict, launcher) == ("correct", "none")
     assert {"env", "seccomp", "nofile"} <= set(held.split(",")) and not {"net", "mount", "pid"} & set(held.split(","))
+
+
+def compiler_in(folder: Path) -> Path:
+    """A C compiler installed outside /usr, as the GPU machine's /opt/gcc/bin/gcc is."""
+    gcc = folder / "opt" / "gcc" / "bin" / "gcc"
+    gcc.parent.mkdir(parents=True)
+    gcc.write_text("#!/bin/sh\nexec /usr/bin/gcc \"$@\"\n")
+    gcc.chmod(0o755)
+    return gcc
+
+
+@needs_bwrap
+def test_a_compiler_outside_usr_is_bound_into_the_sandbox(tmp_path: Path, monkeypatch) -> None:
+    from kernelzero.gpu_workers.sandbox import Sandbox
+
+    gcc = compiler_in(tmp_path)
+    monkeypatch.setenv("CC", str(gcc))
+    sandbox = Sandbox(EvaluatorConfig(cache_dir=str(tmp_path / "cache")), tmp_path / "cache")
+    (tmp_path / "cache" / "scratch").mkdir(parents=True)
+    asyncio.run(sandbox.probe())
+    assert sandbox.mode == "bwrap" and sandbox.compiler == str(gcc), "the compiler Triton would pick runs inside"
+
+
+@needs_bwrap
+def test_a_compiler_the_sandbox_cannot_run_is_refused_at_start_not_charged(tmp_path: Path, monkeypatch) -> None:
+    from kernelzero.gpu_workers import sandbox
+
+    monkeypatch.setenv("CC", str(compiler_in(tmp_path)))
+    monkeypatch.setattr(sandbox, "COMPILERS", ())
+    monkeypatch.setattr(sandbox, "_compiler_dirs", lambda: [])  # as if its folder were not bound
+    monkeypatch.setenv("PATH", f"{tmp_path / 'opt' / 'gcc' / 'bin'}:/nonexistent")
+    with pytest.raises(SandboxUnavailable, match=r"gcc runs here but not in the sandbox.*sandbox_binds"):
+        first_result(EvaluatorConfig(cache_dir=str(tmp_path / "cache")))

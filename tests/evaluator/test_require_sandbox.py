@@ -126,9 +126,10 @@ def test_a_compiler_outside_usr_is_bound_into_the_sandbox(tmp_path: Path, monkey
 def test_a_compiler_the_sandbox_cannot_run_is_refused_at_start_not_charged(tmp_path: Path, monkeypatch) -> None:
     from kernelzero.gpu_workers import sandbox
 
+    bwrap = find_bwrap("")  # named before PATH narrows: found on PATH, it would be lost with it
     monkeypatch.setenv("CC", str(compiler_in(tmp_path)))
     monkeypatch.setattr(sandbox, "COMPILERS", ())
     monkeypatch.setattr(sandbox, "_compiler_dirs", lambda: [])  # as if its folder were not bound
     monkeypatch.setenv("PATH", f"{tmp_path / 'opt' / 'gcc' / 'bin'}:/nonexistent")
     with pytest.raises(SandboxUnavailable, match=r"gcc runs here but not in the sandbox.*sandbox_binds"):
-        first_result(EvaluatorConfig(cache_dir=str(tmp_path / "cache")))
+        first_result(EvaluatorConfig(cache_dir=str(tmp_path / "cache"), bwrap=bwrap))

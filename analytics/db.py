@@ -57,7 +57,7 @@ async def _sync(db_path: Path, log_url: str, config: Config, rebuild: bool) -> N
     from kernelzero.log import LogError, open_log
 
     try:
-        log = await open_log(log_url)
+        log = await open_log(log_url, create=False)
     except LogError as exc:
         print(f"kernelzero: cannot read the log ({exc}); answering from {db_path} as it is", file=sys.stderr)
         return

@@ -1,6 +1,6 @@
 """Evaluator scale-out: samples/hour with 1 and with all workers of one group, and a worker SIGKILLed mid-run.
 
-Runs the real service (`python -m kernelzero.gpu_workers.workers`, the code behind `kernelzero serve
+Runs the real service (`python -m kernelzero.gpu_workers.fleet`, the code behind `kernelzero serve
 evaluator --workers N`) against the embedded log or a Kafka broker, feeds it samples.generated built
 from candidate files and their problems, and reads samples.evaluated back. It measures the service's
 throughput on this machine's candidate mix, not kernel speed; on one GPU, N > 1 workers share it
@@ -131,7 +131,7 @@ class WorkerGroup:
         self._changed = threading.Condition()
         self._log = open(log_path, "a")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "kernelzero.gpu_workers.workers", "--workers", workers, "--broker", broker,
+            [sys.executable, "-m", "kernelzero.gpu_workers.fleet", "--workers", workers, "--broker", broker,
              "--no-result-cache"],
             stdout=subprocess.PIPE, stderr=self._log, text=True, env=env, cwd=REPO)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -195,17 +195,17 @@ class RunResult(msgspec.Struct):
     restarts: int = 0
 
 
-class Evaluation(msgspec.Struct, frozen=True):
+class EvaluationSeen(msgspec.Struct, frozen=True):
     at: float  # produced_at: when the worker finished it
     producer: str
     verdict: str
 
 
-def earliest(seen: dict[str, list[Evaluation]]) -> dict[str, Evaluation]:
+def earliest(seen: dict[str, list[EvaluationSeen]]) -> dict[str, EvaluationSeen]:
     return {sample_id: min(evaluations, key=lambda e: e.at) for sample_id, evaluations in seen.items()}
 
 
-def kill_report(result: RunResult, pid: int, killed_at: float, started: float, seen: dict[str, list[Evaluation]],
+def kill_report(result: RunResult, pid: int, killed_at: float, started: float, seen: dict[str, list[EvaluationSeen]],
                 samples: dict[str, SampleGenerated], partitions: int) -> None:
     mark = f":{pid}"
 
@@ -227,7 +227,7 @@ async def drive(log: EventLog, group: WorkerGroup, samples: list[SampleGenerated
     """Publish the samples, SIGKILL worker 0 once `kill_when(seconds since publishing, samples evaluated)`,
     and read samples.evaluated until every sample has one or `cap_s` passes. `expected`: candidate -> verdict."""
     wanted = {s.sample_id: s for s in samples}
-    seen: dict[str, list[Evaluation]] = {}  # every evaluation of each sample
+    seen: dict[str, list[EvaluationSeen]] = {}  # every evaluation of each sample
     by_worker: dict[str, int] = {}
     killed_pid, killed_at = None, 0.0
     async with await log.consumer(f"scale-out-{uuid.uuid4().hex[:8]}", ["samples.evaluated"]) as reader:
@@ -243,7 +243,7 @@ async def drive(log: EventLog, group: WorkerGroup, samples: list[SampleGenerated
                 if sample_id in wanted:
                     by_worker[producer] = by_worker.get(producer, 0) + 1
                     seen.setdefault(sample_id, []).append(
-                        Evaluation(event.envelope.produced_at, producer, event.payload.verdict))
+                        EvaluationSeen(event.envelope.produced_at, producer, event.payload.verdict))
     first = earliest(seen)
     finished = len(first) == len(wanted)
     wall = (max(e.at for e in first.values()) if finished else time.time()) - started
@@ -323,7 +323,7 @@ def run_name(workers: int) -> str:
 def worker_count(token: str, device: str) -> int:
     if token != "auto":
         return int(token)
-    from kernelzero.gpu_workers.workers import slots_for
+    from kernelzero.gpu_workers.fleet import slots_for
     return len(slots_for("auto", device))
 
 

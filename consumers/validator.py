@@ -8,7 +8,7 @@ fits `[validator]` time and memory bounds. Duplicates (same normalized AST, or s
 the same argument ranks) are dropped by `Deduplicator`, which the service rebuilds from
 modules.accepted when it starts.
 
-Library: `validate(source, apis, config)` -> `Verdict`. Service: `kernelzero serve validator`.
+Library: `validate(source, apis, config)` -> `ModuleVerdict`. Service: `kernelzero serve validator`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ REQUIRED = {"Model": "missing_model", "get_inputs": "missing_get_inputs", "get_i
 _KEEP_NAMES = {"self", "Model", "forward", "get_inputs", "get_init_inputs", "torch", "nn", "F", "super"}
 
 
-class Verdict(msgspec.Struct, kw_only=True):
+class ModuleVerdict(msgspec.Struct, kw_only=True):
     ok: bool
     reason: str = ""  # one of REASONS, "api_not_called:<api>" for an API never traced
     detail: str = ""
@@ -55,17 +55,17 @@ class Verdict(msgspec.Struct, kw_only=True):
 
 # ---- static checks (parent process) ----
 
-def static_check(source: str) -> Verdict | None:
+def static_check(source: str) -> ModuleVerdict | None:
     """A rejection for source that does not parse or lacks a required name; None when it may run."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError) as exc:
-        return Verdict(ok=False, reason="syntax_error", detail=f"line {getattr(exc, 'lineno', '?')}: {exc}")
+        return ModuleVerdict(ok=False, reason="syntax_error", detail=f"line {getattr(exc, 'lineno', '?')}: {exc}")
     defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
     defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     for name, reason in REQUIRED.items():
         if name not in defined:
-            return Verdict(ok=False, reason=reason, detail=f"the module defines no top-level {name}")
+            return ModuleVerdict(ok=False, reason=reason, detail=f"the module defines no top-level {name}")
     return None
 
 
@@ -406,7 +406,7 @@ def _default_sandbox() -> Sandbox:
 def validate(
     source: str, apis: Sequence[str], config: ValidatorConfig | None = None, seed: int = 0,
     sandbox: Sandbox | None = None,
-) -> Verdict:
+) -> ModuleVerdict:
     """Judge one module (no duplicate check: see Deduplicator); not thread-safe per sandbox."""
     config = config or ValidatorConfig()
     rejected = static_check(source)
@@ -420,7 +420,7 @@ def validate(
     }
     result = (sandbox or _default_sandbox()).run(request)
     reason = result.pop("reason")
-    return Verdict(ok=not reason, reason=reason, ast_hash=ast_hash, **result)
+    return ModuleVerdict(ok=not reason, reason=reason, ast_hash=ast_hash, **result)
 
 
 class Deduplicator:
@@ -433,7 +433,7 @@ class Deduplicator:
     def __len__(self) -> int:
         return len(self._ast)
 
-    def duplicate_of(self, module_id: str, verdict: Verdict) -> str | None:
+    def duplicate_of(self, module_id: str, verdict: ModuleVerdict) -> str | None:
         """The module id this one duplicates; None when it is new (or is that same module seen again)."""
         for seen, key in ((self._ast, verdict.ast_hash), (self._trace, verdict.trace_hash)):
             other = seen.get(key) if key else None
@@ -488,26 +488,16 @@ class ValidatorStage:
 
 async def rebuild_dedup(log) -> Deduplicator:
     """The seen fingerprints, read from modules.accepted from its beginning (nothing is committed)."""
+    from kernelzero.log import read_to_end
     from kernelzero.schemas import decode
 
     dedup = Deduplicator()
-    ends = await log.end_offsets("modules.accepted")
-    if not any(ends.values()):
-        return dedup
-    positions = {p: 0 for p in ends}
-    async with await log.consumer("validator-seen", ["modules.accepted"]) as consumer:
-        await consumer.seek_to_beginning()
-        while any(positions[p] < end for p, end in ends.items()):
-            records = await consumer.poll(max_records=500, timeout_s=1.0)
-            if not records:
-                break
-            for record in records:
-                positions[record.partition] = max(positions[record.partition], record.offset + 1)
-                try:
-                    accepted = decode(record.value).payload
-                except Exception:  # undecodable history is the stage runner's business, not ours
-                    continue
-                dedup.add(accepted.module_id, accepted.fingerprint)
+    async for record in read_to_end(log, "modules.accepted", reader="validator-seen"):
+        try:
+            accepted = decode(record.value).payload
+        except Exception:  # undecodable history is the stage runner's business, not ours
+            continue
+        dedup.add(accepted.module_id, accepted.fingerprint)
     return dedup
 
 

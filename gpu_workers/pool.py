@@ -59,7 +59,7 @@ def resolve_devices(device: str, workers_per_gpu: int, cpu_workers: int = 1) -> 
 
 
 class _Worker:
-    """A worker process (`python -m kernelzero.gpu_workers.worker`) in the sandbox, its pipes and workspace; restarted when lost."""
+    """A worker process (`python -m kernelzero.gpu_workers.zygote`) in the sandbox, its pipes and workspace; restarted when lost."""
 
     def __init__(self, device: str, sandbox: Sandbox, workspace: Workspace):
         self.device = device
@@ -74,7 +74,7 @@ class _Worker:
         cuda = self.device != "cpu"
         turns = [(turns_dir(), TURNS_INSIDE)] if cuda else []
         self.process = await self.sandbox.start(
-            [sys.executable, "-m", "kernelzero.gpu_workers.worker", *confinement], env=env,
+            [sys.executable, "-m", "kernelzero.gpu_workers.zygote", *confinement], env=env,
             writable=self.workspace.binds() + turns, gpu=cuda,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 26)
         ready = await asyncio.wait_for(self._receive(), timeout=300)

@@ -5,7 +5,7 @@ A sample without code (source None) is answered without running anything: verdic
 A sample whose problem is unusable, or that the evaluator itself failed on, is answered with the
 verdict `problem_error` or `evaluator_error` (the reason and evidence say why): nobody's sample
 to charge, and consumers must leave such verdicts out of rewards (schemas.UNCHARGED_VERDICTS).
-Several service processes in the one group "evaluator" share the partitions: see workers.py.
+Several service processes in the one group "evaluator" share the partitions: see fleet.py.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def serve(args, config) -> int:
     idle_exit_s = getattr(args, "idle_exit", None)
     workers = getattr(args, "workers", None)
     if workers is not None:
-        from kernelzero.gpu_workers.workers import run_workers
+        from kernelzero.gpu_workers.fleet import run_workers
         return run_workers(str(workers), config, idle_exit_s=idle_exit_s)
     import anyio
     stats = anyio.run(lambda: run_evaluator(config.log.url, config, idle_exit_s=idle_exit_s))

@@ -6,7 +6,7 @@ code is imported, with the comparison functions and instruments bound beforehand
 candidate then sees one set of input buffers, refilled in place with new values per trial.
 
 Blame: problem code is only ever called through `_problem_call` (what it raises is the problem's:
-`problem_error`), candidate code through `Evaluation._candidate_call` and the import (what it
+`problem_error`), candidate code through `TrialRun._candidate_call` and the import (what it
 raises is the candidate's verdict). What this module's own code raises is `evaluator_error`
 with the traceback, except where the candidate may have caused it: a device fault (CUDA error,
 out of memory) once candidate code has run, or an exception raised through a frame of the
@@ -66,7 +66,7 @@ class Job(msgspec.Struct, kw_only=True):
     gpu_sharing: int = 1  # evaluator workers sharing this GPU: each has a share of its memory (memory.py)
 
 
-class Verdict(Exception):
+class EarlyVerdict(Exception):
     """Ends an evaluation with a verdict other than `correct`."""
 
     def __init__(self, verdict: str, reason: str, **evidence: Any):
@@ -110,7 +110,7 @@ def _problem_call(fn: Callable, *args: Any) -> Any:
         raise ProblemFailed(reason, _short(exc)) from None
 
 
-class Evaluation:
+class TrialRun:
     def __init__(self, job: Job):
         self.job = job
         self.cfg = job.config
@@ -331,24 +331,24 @@ class Evaluation:
             sys.modules[CANDIDATE_MODULE] = module
             spec.loader.exec_module(module)
         except SyntaxError as exc:
-            raise Verdict("compile_error", "syntax_error", error=f"line {exc.lineno}: {exc.msg}") from None
+            raise EarlyVerdict("compile_error", "syntax_error", error=f"line {exc.lineno}: {exc.msg}") from None
         except SystemExit as exc:
-            raise Verdict("runtime_error", "sys_exit", code=exc.code, when="import") from None
+            raise EarlyVerdict("runtime_error", "sys_exit", code=exc.code, when="import") from None
         except BaseException as exc:  # noqa: BLE001  (the candidate's module, whatever it raised)
-            raise Verdict("compile_error", "import_failed", error=_short(exc)) from None
+            raise EarlyVerdict("compile_error", "import_failed", error=_short(exc)) from None
         finally:
             self.result.compile_s = round(time.perf_counter() - started, 3)
         self._check_integrity("import")
         model_new = getattr(module, "ModelNew", None)
         if not isinstance(model_new, type):
-            raise Verdict("compile_error", "no_model_new", error="the candidate defines no class ModelNew")
+            raise EarlyVerdict("compile_error", "no_model_new", error="the candidate defines no class ModelNew")
         try:
             torch.manual_seed(self.cfg.seed)
             with torch.device(self.device):
                 model = model_new(*self.init_inputs)
             self.model = model.to(self.device)
         except BaseException as exc:  # noqa: BLE001  (the candidate's constructor)
-            raise Verdict("runtime_error", "init_failed", error=_short(exc)) from None
+            raise EarlyVerdict("runtime_error", "init_failed", error=_short(exc)) from None
         self.buffers = self._inputs(0)
         weights = [*self.model.parameters(), *self.model.buffers()]
         self.launches.protected = [instruments.storage_range(t) for t in [*_tensors(self.buffers), *weights]]
@@ -358,11 +358,11 @@ class Evaluation:
         try:
             changed = instruments.integrity_violations(self.snapshot)
         except Exception as exc:  # the same code ran clean before the candidate: it broke a watched namespace
-            raise Verdict("rejected", "runtime:monkey_patch", when=when, error=_short(exc)) from None
+            raise EarlyVerdict("rejected", "runtime:monkey_patch", when=when, error=_short(exc)) from None
         if changed:
-            raise Verdict("rejected", "runtime:monkey_patch", when=when, changed=", ".join(changed[:10]))
+            raise EarlyVerdict("rejected", "runtime:monkey_patch", when=when, changed=", ".join(changed[:10]))
         if instruments.thread_count() > self.threads:
-            raise Verdict("rejected", "background_thread", when=when, threads=instruments.thread_count())
+            raise EarlyVerdict("rejected", "background_thread", when=when, threads=instruments.thread_count())
 
     def _poison_allocator(self, outputs: list[Any]) -> None:
         """Freed blocks of each output's size full of 0xFF: an output allocated but not written shows the pattern.
@@ -386,12 +386,12 @@ class Evaluation:
         for i, (buf, src) in enumerate(zip(self.buffers, values)):
             if isinstance(buf, torch.Tensor):
                 if not compare.fits_storage(buf):  # writing there would reach past the storage it left
-                    raise Verdict("rejected", "input_mutated", trial=self.trials[trial], inputs=[i],
+                    raise EarlyVerdict("rejected", "input_mutated", trial=self.trials[trial], inputs=[i],
                                   detail="the input buffer's storage was shrunk")
                 try:
                     buf.copy_(src)
                 except RuntimeError as exc:  # the candidate changed the buffer itself (its shape, its strides)
-                    raise Verdict("rejected", "input_mutated", trial=self.trials[trial], inputs=[i],
+                    raise EarlyVerdict("rejected", "input_mutated", trial=self.trials[trial], inputs=[i],
                                   error=_short(exc)) from None
         return values
 
@@ -420,7 +420,7 @@ class Evaluation:
             changed = [i for i, (buf, src) in enumerate(zip(self.buffers, inputs))
                        if isinstance(buf, torch.Tensor) and not _unchanged(buf, src)]
             if changed:
-                raise Verdict("rejected", "input_mutated", trial=name, inputs=changed)
+                raise EarlyVerdict("rejected", "input_mutated", trial=name, inputs=changed)
             result = compare.compare_or_blame(self.expected[t], out, self.cfg.rtol, self.cfg.atol)
             self.result.trials = t + 1
             if not result.ok:
@@ -434,12 +434,12 @@ class Evaluation:
         name = self.trials[t]
         self.result.max_abs_err, self.result.rel_err = result.max_abs_err, result.rel_err
         if result.reason == "output_not_plain_tensor":
-            raise Verdict("rejected", "tensor_subclass", trial=name, detail=result.detail)
+            raise EarlyVerdict("rejected", "tensor_subclass", trial=name, detail=result.detail)
         for earlier in range(t):
             if compare.compare_or_blame(self.expected[earlier], out, self.cfg.rtol, self.cfg.atol).ok:
-                raise Verdict("rejected", "memoized_output", trial=name,
+                raise EarlyVerdict("rejected", "memoized_output", trial=name,
                               detail=f"the output equals the reference for trial {self.trials[earlier]}")
-        raise Verdict("incorrect", self._unwritten_or(result.reason, t, out), trial=name, detail=result.detail)
+        raise EarlyVerdict("incorrect", self._unwritten_or(result.reason, t, out), trial=name, detail=result.detail)
 
     def _unwritten_or(self, reason: str, t: int, out: Any) -> str:
         """`unwritten_output` when a re-run with filled new memory shows elements the candidate never wrote.
@@ -452,7 +452,7 @@ class Evaluation:
             return reason
         try:
             filled, _ = self._call(t, fill=True)
-        except Verdict:
+        except EarlyVerdict:
             return reason
         return "unwritten_output" if compare.unwritten_between(out, filled) else reason
 
@@ -466,11 +466,11 @@ class Evaluation:
         custom = sorted({launch.name for launch in self.own_launches} | set(profiled))
         self.result.evidence.update(custom_kernels=", ".join(custom)[:500], torch_ops=", ".join(self.compute_ops)[:500])
         if not custom:
-            raise Verdict("rejected", "no_custom_kernel", torch_ops=", ".join(self.compute_ops))
+            raise EarlyVerdict("rejected", "no_custom_kernel", torch_ops=", ".join(self.compute_ops))
         if forbidden:
-            raise Verdict("rejected", "torch_compute_in_forward", ops=", ".join(forbidden))
+            raise EarlyVerdict("rejected", "torch_compute_in_forward", ops=", ".join(forbidden))
         if library and not self._reference_work_left(library):
-            raise Verdict("rejected", "torch_does_the_work", ops=", ".join(library),
+            raise EarlyVerdict("rejected", "torch_does_the_work", ops=", ".join(library),
                           also=", ".join(sorted(self.implied)))
         self.checks.append("custom_kernel_ran")
         if self.own_launches:
@@ -498,13 +498,13 @@ class Evaluation:
             out, _ = self._call(0)
             unchanged = compare.compare_or_blame(self.expected[0], out, self.cfg.rtol, self.cfg.atol).ok
             detail = "the output stays correct when the custom kernels' results are overwritten"
-        except Verdict as v:
+        except EarlyVerdict as v:
             unchanged = v.evidence.get("raised_by") == "candidate"
             detail = "the forward raised from its own code when the custom kernels' results were overwritten"
         finally:
             self.launches.ablate = False
         if unchanged:
-            raise Verdict("rejected", "kernel_output_unused", detail=detail)
+            raise EarlyVerdict("rejected", "kernel_output_unused", detail=detail)
         self.checks.append("kernel_output_used")
 
     def _profile(self) -> list[str]:
@@ -577,7 +577,7 @@ class Evaluation:
         r.evidence["off_stream_ms"] = f"{measured.off_stream_ms:.4g}"
         r.evidence["warmup_s"] = f"{measured.warmup_s:.3g}"
         if measured.off_stream_ms > max(UNJOINED_MIN_MS, UNJOINED_SHARE * cand.median_ms):
-            raise Verdict("rejected", "unjoined_stream", off_stream_ms=f"{measured.off_stream_ms:.4g}",
+            raise EarlyVerdict("rejected", "unjoined_stream", off_stream_ms=f"{measured.off_stream_ms:.4g}",
                           runtime_ms=f"{cand.median_ms:.4g}",
                           detail="forward returned before its work was ordered on the caller's stream")
         nbytes = _nbytes(self.buffers) + _nbytes(self.expected[0])
@@ -585,23 +585,23 @@ class Evaluation:
         r.evidence["physical_floor_ms"] = f"{floor:.4g}"
         self.checks.append("timing")
         if cand.median_ms < self.cfg.physical_slack * floor:
-            raise Verdict("rejected", "beyond_physical_limit", runtime_ms=f"{cand.median_ms:.4g}",
+            raise EarlyVerdict("rejected", "beyond_physical_limit", runtime_ms=f"{cand.median_ms:.4g}",
                           floor_ms=f"{floor:.4g}", speedup=f"{r.speedup:.3g}")
 
     # ---- blame ----
-    def _classify(self, exc: BaseException, where: str) -> Verdict:
+    def _classify(self, exc: BaseException, where: str) -> EarlyVerdict:
         """The candidate's verdict for an exception its code raised (or a device fault it left behind)."""
         verdict = _classify(exc, where)
         if _innermost_file(exc) == self.candidate_path:
             verdict.evidence["raised_by"] = "candidate"
         return verdict
 
-    def _blame(self, exc: BaseException) -> Verdict:
+    def _blame(self, exc: BaseException) -> EarlyVerdict:
         """The verdict for an exception that reached `run`: the candidate's where it may have caused it, else ours."""
         if self.candidate_ran and (_is_oom(exc) or _is_device_fault(exc) or self._through_candidate(exc)):
             return self._classify(exc, self.stage)
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        return Verdict("evaluator_error", "exception", stage=self.stage, error=_short(exc)[-500:], traceback=trace[-2000:])
+        return EarlyVerdict("evaluator_error", "exception", stage=self.stage, error=_short(exc)[-500:], traceback=trace[-2000:])
 
     def _through_candidate(self, exc: BaseException) -> bool:
         tb = exc.__traceback__
@@ -611,7 +611,7 @@ class Evaluation:
             tb = tb.tb_next
         return False
 
-    def _conclude(self, v: Verdict) -> None:
+    def _conclude(self, v: EarlyVerdict) -> None:
         self.result.verdict, self.result.reason = v.verdict, v.reason
         self.result.evidence.update(v.evidence)
 
@@ -630,10 +630,10 @@ class Evaluation:
     def run(self) -> EvalResult:
         try:
             self._stages()
-        except Verdict as v:
+        except EarlyVerdict as v:
             self._conclude(v)
         except ProblemFailed as exc:
-            self._conclude(Verdict("problem_error", exc.reason, detail=exc.detail))
+            self._conclude(EarlyVerdict("problem_error", exc.reason, detail=exc.detail))
         except BaseException as exc:  # noqa: BLE001  (blamed on the candidate where it may have caused it)
             self._conclude(self._blame(exc))
         self.result.checks = self.checks
@@ -702,24 +702,24 @@ def _innermost_file(exc: BaseException) -> str:
     return tb.tb_frame.f_code.co_filename if tb is not None else ""
 
 
-def _classify(exc: BaseException, trial: str) -> Verdict:
+def _classify(exc: BaseException, trial: str) -> EarlyVerdict:
     if isinstance(exc, SystemExit):
-        return Verdict("runtime_error", "sys_exit", trial=trial, code=exc.code)
+        return EarlyVerdict("runtime_error", "sys_exit", trial=trial, code=exc.code)
     text = _short(exc)
     kind = type(exc).__module__ + "." + type(exc).__name__
     if "CompilationError" in kind or "triton.compiler" in kind:
-        return Verdict("compile_error", "triton_compile", trial=trial, error=text)
+        return EarlyVerdict("compile_error", "triton_compile", trial=trial, error=text)
     if _is_oom(exc):
-        return Verdict("runtime_error", "out_of_memory", trial=trial, error=text)
+        return EarlyVerdict("runtime_error", "out_of_memory", trial=trial, error=text)
     if _is_device_fault(exc):
-        return Verdict("runtime_error", "cuda_error", trial=trial, error=text)
-    return Verdict("runtime_error", "exception", trial=trial, error=text)
+        return EarlyVerdict("runtime_error", "cuda_error", trial=trial, error=text)
+    return EarlyVerdict("runtime_error", "exception", trial=trial, error=text)
 
 
 def run_job(job: Job) -> bytes:
     """The msgpack-encoded EvalResult; an exception of ours that escaped `Evaluation.run` is `evaluator_error`."""
     try:
-        result = Evaluation(job).run()
+        result = TrialRun(job).run()
     except BaseException as exc:  # noqa: BLE001  (Evaluation blames what the candidate or problem raised)
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         result = EvalResult(verdict="evaluator_error", reason="exception", device=torch.device(job.device).type,

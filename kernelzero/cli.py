@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "failures": ("kernelzero.analytics.cli_failures", "failure taxonomy: compile, runtime, mismatch, rejection"),
     "replay": ("kernelzero.analytics.cli_replay", "rebuild datasets (SFT, RL prompts, preferences) from the log"),
     "report": ("kernelzero.analytics.cli_report", "PNG plots and an HTML page of a run"),
-    "sft": ("kernelzero.consumers.sft", "supervised warm start of the Coder or Proposer from a dataset"),
+    "sft": ("kernelzero.sft_cli", "supervised warm start of the Coder or Proposer from a dataset"),
     "init-model": ("kernelzero.init_model", "a from-scratch model and a tokenizer trained on our own corpus"),
     "distill": ("kernelzero.distill", "verified SFT sets for both roles from the teachers, split by API set"),
     "heldout": ("kernelzero.heldout", "put held-out modules on the log for the Coder to answer (never trained on)"),
@@ -47,9 +47,19 @@ def _top_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE", help="TOML configuration (KERNELZERO_* variables override it)")
-    parser.add_argument("--broker", metavar="URL", help="event log: embedded:PATH or kafka://HOST:PORT")
+def add_common_arguments(parser: argparse.ArgumentParser, default=None) -> None:
+    parser.add_argument("--config", metavar="FILE", default=default,
+                        help="TOML configuration (KERNELZERO_* variables override it)")
+    parser.add_argument("--broker", metavar="URL", default=default, help="event log: embedded:PATH or kafka://HOST:PORT")
+
+
+def _common_after_actions(parser: argparse.ArgumentParser) -> None:
+    """--config and --broker after a command's action too (`kernelzero log stats --broker URL`), where users type them."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in action.choices.values():
+                # SUPPRESS: an action that does not repeat the option keeps the value given before it
+                add_common_arguments(subparser, default=argparse.SUPPRESS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"kernelzero {name}", description=COMMANDS[name][1])
     add_common_arguments(parser)
     module.add_arguments(parser)
+    _common_after_actions(parser)
     args = parser.parse_args(argv[1:])
     try:
         config = load_config(args.config)

@@ -24,7 +24,7 @@ def add_arguments(parser) -> None:
 
 
 def heldout_events(rows: Sequence, tag: str) -> list[Event]:
-    """One held-out modules.accepted event per row (rows with `reference` and `apis`, as consumers.sft_stop reads them)."""
+    """One held-out modules.accepted event per row (rows with `reference` and `apis`, as kernelzero.heldout_judge reads them)."""
     events = []
     for index, row in enumerate(rows):
         fingerprint = hashlib.sha256(row.reference.encode()).hexdigest()
@@ -37,7 +37,7 @@ def heldout_events(rows: Sequence, tag: str) -> list[Event]:
 def main(args, config) -> int:
     import anyio
 
-    from kernelzero.consumers.sft_stop import read_heldout
+    from kernelzero.heldout_judge import read_heldout
     from kernelzero.log import open_log
     from kernelzero.stage import publish
 

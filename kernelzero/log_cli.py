@@ -29,15 +29,21 @@ def main(args, config) -> int:
         return 2
 
 
-async def _scan(log, topic: str, follow: bool = False):
-    """Every record of a topic, read by a throwaway group that never commits."""
+async def _follow(log, topic: str):
+    """Records of a topic as they come, read by a throwaway group that never commits."""
     async with await log.consumer(f"kernelzero-log-{uuid.uuid4().hex[:8]}", [topic]) as consumer:
         while True:
-            records = await consumer.poll(1000, 0.5 if not follow else 1.0)
-            if not records and not follow:
-                return
-            for record in sorted(records, key=lambda r: (r.timestamp_ms, r.partition, r.offset)):
+            for record in sorted(await consumer.poll(1000, 1.0), key=lambda r: (r.timestamp_ms, r.partition, r.offset)):
                 yield record
+
+
+async def _scan(log, topic: str):
+    """Every record of a topic up to its end, oldest first."""
+    from kernelzero.log import read_to_end
+
+    records = [r async for r in read_to_end(log, topic, reader="kernelzero-log")]
+    for record in sorted(records, key=lambda r: (r.timestamp_ms, r.partition, r.offset)):
+        yield record
 
 
 def _as_json(record) -> bytes:
@@ -54,20 +60,20 @@ def _as_json(record) -> bytes:
 async def _tail(args, config) -> int:
     from kernelzero.log import open_log
 
-    async with await open_log(config.log.url) as log:
+    async with await open_log(config.log.url, create=False) as log:
         if args.topic not in await log.topics():
             print(f"kernelzero log: no topic {args.topic!r} in {log.url}", file=sys.stderr)
             return 2
+        ends = await log.end_offsets(args.topic)
         last = collections.deque(maxlen=args.n)
         async for record in _scan(log, args.topic):
             last.append(record)
         for record in last:
             sys.stdout.buffer.write(_as_json(record) + b"\n")
         sys.stdout.flush()
-        if args.follow:
-            seen = {(r.partition, r.offset) for r in last}
-            async for record in _scan(log, args.topic, follow=True):
-                if (record.partition, record.offset) not in seen and record.offset >= 0:
+        if args.follow:  # what came after the ends read above, whatever was printed of before
+            async for record in _follow(log, args.topic):
+                if record.offset >= ends.get(record.partition, 0):
                     sys.stdout.buffer.write(_as_json(record) + b"\n")
                     sys.stdout.flush()
     return 0
@@ -81,7 +87,7 @@ async def _stats(args, config) -> int:
     from kernelzero.schemas import DecodeError, decode_envelope
 
     console = Console()
-    async with await open_log(config.log.url) as log:
+    async with await open_log(config.log.url, create=False) as log:
         topics = await log.topics()
         table = Table(title=f"events in {log.url}")
         for column in ("topic", "partitions", "events", "types"):

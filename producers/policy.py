@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from kernelzero.producers.generation import Generator, uri_to_path
-from kernelzero.schemas import PolicyUpdated, uuid7
+from kernelzero.schemas import PolicyUpdated
 
 logger = logging.getLogger("kernelzero.policy")
 
@@ -47,23 +47,18 @@ async def load_update(generator: Generator, update: PolicyUpdated, role: str) ->
 
 
 async def role_updates(log: Any, role: str, timeout_s: float = 30.0) -> list[PolicyUpdated]:
-    """Every policy.updated of `role` on the log, newest version first (read by a throwaway consumer group)."""
+    """Every policy.updated of `role` on the log, newest version first."""
+    from kernelzero.log import read_to_end
     from kernelzero.schemas import DecodeError, decode
 
-    ends = await log.end_offsets("policy.updated")
     updates: list[PolicyUpdated] = []
-    seen: dict[int, int] = {}
-    with anyio.move_on_after(timeout_s):
-        async with await log.consumer(f"{role}.policy-scan.{uuid7()}", ["policy.updated"]) as consumer:
-            while any(seen.get(p, 0) < end for p, end in ends.items()):
-                for record in await consumer.poll(max_records=500, timeout_s=0.5):
-                    seen[record.partition] = record.offset + 1
-                    try:
-                        payload = decode(record.value).payload
-                    except DecodeError:
-                        continue  # the stage itself dead-letters it when it reads the record
-                    if isinstance(payload, PolicyUpdated) and payload.role == role:
-                        updates.append(payload)
+    async for record in read_to_end(log, "policy.updated", reader=f"{role}.policy-scan", deadline_s=timeout_s):
+        try:
+            payload = decode(record.value).payload
+        except DecodeError:
+            continue  # the stage itself dead-letters it when it reads the record
+        if isinstance(payload, PolicyUpdated) and payload.role == role:
+            updates.append(payload)
     return sorted(updates, key=lambda u: u.version, reverse=True)
 
 

@@ -19,7 +19,7 @@ from kernelzero.analytics.projection import Projection
 from kernelzero.analytics.views import install_views
 from kernelzero.cli import main as cli_main
 from kernelzero.codeblocks import answer
-from kernelzero.consumers.sft_stop import HeldOutRow
+from kernelzero.heldout_judge import HeldOutRow
 from kernelzero.config import Config, dump_config
 from kernelzero.log import open_log
 from kernelzero.models import TINY_QWEN2, build_random_model

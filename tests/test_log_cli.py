@@ -44,7 +44,25 @@ def test_stats_counts_events_and_group_lag(tmp_path, capsys):
     assert lag_row.split()[-2:] == ["3", "2"] or lag_row.replace("│", " ").split()[-2:] == ["3", "2"]
 
 
+def test_global_options_after_the_action_as_users_type_them(tmp_path, capsys):
+    url = f"embedded:{tmp_path}/log.sqlite"
+    fill(url, 2)
+    assert main(["log", "stats", "--broker", url]) == 0
+    assert "modules.rejected: 2" in capsys.readouterr().out
+    assert main(["log", "--broker", f"embedded:{tmp_path}/other.sqlite", "stats", "--broker", url]) == 0, \
+        "the option after the action wins"
+
+
+def test_a_log_that_is_not_there_is_named_and_nothing_is_created(tmp_path, capsys):
+    missing = tmp_path / "typo" / "x.db"
+    for action in (["stats"], ["tail", "modules.rejected"]):
+        assert main(["log", *action, "--broker", f"embedded:{missing}"]) == 2
+        assert f"no event log at {missing}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unknown_topic_and_bad_broker_exit_nonzero(tmp_path, capsys):
+    fill(f"embedded:{tmp_path}/l.sqlite", 1)
     assert main(["log", "--broker", f"embedded:{tmp_path}/l.sqlite", "tail", "nope"]) == 2
     assert main(["log", "--broker", "ftp://x", "stats"]) == 2
     assert "unknown broker URL" in capsys.readouterr().err

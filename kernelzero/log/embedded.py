@@ -106,8 +106,10 @@ def _store_commits(db: sqlite3.Connection, group: str, offsets: dict[TopicPartit
 
 
 class EmbeddedLog(EventLog):
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, create: bool = True):
         self.path = Path(path).expanduser()
+        if not create and not self.path.is_file():
+            raise LogError(f"no event log at {self.path} (embedded:{path}): check the path, or --broker")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.url = f"embedded:{self.path}"
         self._conn = _Connection(self.path)

@@ -1,4 +1,4 @@
-"""The openai backend against a local OpenAI-compatible test server: parsing, retries (429, 5xx, timeout), concurrency."""
+"""The openai backend against a local OpenAI-compatible test server: the generation contract, parsing, retries (429, 5xx, timeout), concurrency."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from kernelzero.producers.backend_openai import OpenAIGenerator, backoff_s, retry_after_s
 from kernelzero.producers.generation import GenerationError
-from tests.coder.openai_server import OpenAITestServer, canned_answer, model_answer
+from tests.coder.generation_contract import GenerationContract, Subject
+from tests.coder.openai_server import OpenAITestServer, canned_answer, follow_adapters, model_answer
 from tests.coder.test_transformers_backend import recomputed_logprobs
 
 pytestmark = pytest.mark.anyio
@@ -109,3 +110,18 @@ def test_retry_after_and_backoff_helpers():
     assert retry_after_s("3") == 3.0 and retry_after_s(None) is None and retry_after_s("soon") is None
     assert retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past: retry now
     assert all(0 <= backoff_s(k, 0.5, 4.0) <= min(4.0, 0.5 * 2 ** k) for k in range(8))
+
+
+class TestOpenAIContract(GenerationContract):
+    @pytest.fixture
+    async def subject(self, tiny_model_dir):
+        from kernelzero.producers.backend_transformers import TransformersGenerator
+
+        reference = TransformersGenerator(str(tiny_model_dir), device="cpu", seed=0)
+        server = OpenAITestServer(model_answer(reference))
+        server.on_load = follow_adapters(reference)  # as vLLM's server puts a loaded adapter on its model
+        with server:
+            generator = OpenAIGenerator(server.base_url, "tiny")
+            yield Subject(generator, reference)
+            await generator.close()
+

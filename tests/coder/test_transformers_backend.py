@@ -1,13 +1,13 @@
-"""The transformers backend on a tiny random model: batching, sampling log-probabilities, stop tokens, LoRA, reloads."""
+"""The transformers backend on a tiny random model: the generation contract, then its own ways: left padding, top-p, stop tokens, chat template, full reloads."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from kernelzero.models import load_model, weights_sha256
 from kernelzero.producers.backend_transformers import TransformersGenerator
 from kernelzero.producers.generation import Completion, GenerationError, make_generator
+from tests.coder.generation_contract import GenerationContract, Subject
 
 PROMPTS = ["import torch\nclass Model(nn.Module):", "def forward(self, x):\n    return torch.relu(x) * 2.0 + 1"]
 
@@ -38,14 +38,6 @@ def test_batched_groups_have_sampling_logprobs_that_match_a_forward_pass(tiny_ge
     assert len({tuple(c.token_ids) for c in out[0]}) > 1, "samples of one group differ"
 
 
-def test_greedy_is_deterministic_and_follows_the_argmax(tiny_generator):
-    first = tiny_generator.generate_sync(PROMPTS[:1], 2, temperature=0.0, top_p=1.0, max_tokens=12)[0]
-    assert first[0].token_ids == first[1].token_ids
-    ids = torch.tensor([first[0].prompt_token_ids])
-    with torch.no_grad():
-        assert first[0].token_ids[0] == tiny_generator.model(ids).logits[0, -1].argmax().item()
-
-
 def test_a_stop_token_ends_the_completion_and_is_kept(tiny_model_dir):
     generator = TransformersGenerator(str(tiny_model_dir), device="cpu")
     greedy_first = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=4)[0][0].token_ids[0]
@@ -73,25 +65,6 @@ def test_full_weight_reload_changes_logprobs_and_version(tiny_model_dir, other_m
     assert after.logprobs == pytest.approx(recomputed_logprobs(generator.model, after), abs=1e-4)
 
 
-def test_lora_adapter_loads_on_top_of_the_base(tiny_model_dir, tmp_path):
-    from peft import LoraConfig, get_peft_model
-
-    base, _ = load_model(str(tiny_model_dir), device="cpu")
-    peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
-    peft_model.save_pretrained(str(tmp_path / "adapter"))
-    generator = TransformersGenerator(str(tiny_model_dir), device="cpu")
-    [[before]] = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=6)
-    generator.load_weights_sync(str(tmp_path / "adapter"), 3)
-    assert type(generator.model).__name__.startswith("Peft") and generator.policy_version == 3
-    [[after]] = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=6)
-    assert after.logprobs == pytest.approx(recomputed_logprobs(generator.model, after), abs=1e-4)
-    assert after.logprobs[0] != pytest.approx(before.logprobs[0], abs=1e-4)
-    generator.load_weights_sync(str(tmp_path / "adapter"), 4)  # a second adapter replaces the first
-    [[again]] = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=6)
-    assert again.logprobs == pytest.approx(after.logprobs, abs=1e-5)
-    assert weights_sha256(tmp_path / "adapter") == weights_sha256(tmp_path / "adapter")
-
-
 def test_factory_reads_a_config_section_and_refuses_unknown_backends(tiny_model_dir):
     from kernelzero.config import CoderConfig, ProposerConfig
 
@@ -101,3 +74,23 @@ def test_factory_reads_a_config_section_and_refuses_unknown_backends(tiny_model_
         make_generator(ProposerConfig(backend="synth"))
     with pytest.raises(GenerationError, match="only local paths"):
         generator.load_weights_sync("s3://bucket/weights", 1)
+
+
+class TestTransformersContract(GenerationContract):
+    @pytest.fixture
+    def subject(self, tiny_model_dir):
+        generator = TransformersGenerator(str(tiny_model_dir), device="cpu", seed=0)
+        return Subject(generator, generator)
+
+
+def test_a_second_adapter_replaces_the_first(tiny_model_dir, tmp_path):
+    from tests.coder.generation_contract import lora_adapter
+
+    generator = TransformersGenerator(str(tiny_model_dir), device="cpu")
+    adapter = lora_adapter(tiny_model_dir, tmp_path / "adapter")
+    generator.load_weights_sync(adapter, 3)
+    assert type(generator.model).__name__.startswith("Peft")
+    [[first]] = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=6)
+    generator.load_weights_sync(adapter, 4)
+    [[again]] = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=6)
+    assert again.logprobs == pytest.approx(first.logprobs, abs=1e-5), "not stacked on the first"

@@ -1,7 +1,7 @@
 """Faults injected into the evaluator's own code come back as signed `evaluator_error` results with the traceback.
 
 Each case patches one of our functions in this test process, then runs the job the way a worker does
-(`worker.run_forked`: a fork of this process, so the patch is inherited, that answers over the signed
+(`zygote.run_forked`: a fork of this process, so the patch is inherited, that answers over the signed
 result pipe). Faults of the candidate that pass through our code are the corpus's (test_corpus.py).
 """
 
@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from kernelzero.config import EvaluatorConfig
-from kernelzero.gpu_workers import compare, worker
+from kernelzero.gpu_workers import compare, zygote
 from kernelzero.gpu_workers.result import EvalResult
 from kernelzero.gpu_workers.trial import Job
 
@@ -26,7 +26,7 @@ def run_job(tmp_path: Path, problem: str, candidate: str) -> EvalResult:
     job = Job(problem_src=(HERE / "problems" / f"{problem}.py").read_text(),
               candidate_src=(HERE / "candidates" / f"{candidate}.py").read_text(), device="cpu",
               scratch_dir=str(scratch), config=EvaluatorConfig(device="cpu", timeout_s=60))
-    return msgspec.msgpack.decode(worker.run_forked(job), type=EvalResult)
+    return msgspec.msgpack.decode(zygote.run_forked(job), type=EvalResult)
 
 
 def injected(*args, **kwargs):
@@ -46,7 +46,7 @@ def test_a_fault_of_ours_is_an_evaluator_error(tmp_path: Path, monkeypatch, modu
 
 
 def test_a_fault_setting_up_the_child_is_an_evaluator_error(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(worker, "_prepare_job", injected)
+    monkeypatch.setattr(zygote, "_prepare_job", injected)
     result = run_job(tmp_path, "relu", "passthrough_torch")
     assert (result.verdict, result.reason, result.evidence["stage"]) == ("evaluator_error", "exception", "sandbox")
     assert "injected fault in the evaluator" in result.evidence["traceback"]

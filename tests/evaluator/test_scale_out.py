@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelzero.gpu_workers.workers import plan_workers, visible_gpus, worker_env
+from kernelzero.gpu_workers.fleet import plan_workers, visible_gpus, worker_env
 from kernelzero.log import WORK_TOPICS
 from tests.log.conftest import kafka_broker  # noqa: F401  (the session fixture, used by the kafka case)
 

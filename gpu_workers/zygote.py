@@ -11,7 +11,7 @@ while setting the child up is answered as a signed `evaluator_error`. The worker
 of everything a job starts, and kills all of it (orphans and new sessions included) before it
 answers: no process a candidate starts outlives its job.
 
-Run as `python -m kernelzero.gpu_workers.worker [CONFINEMENT_JSON]` (gpu_workers/pool.py does).
+Run as `python -m kernelzero.gpu_workers.zygote [CONFINEMENT_JSON]` (gpu_workers/pool.py does).
 """
 
 from __future__ import annotations

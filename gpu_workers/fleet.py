@@ -1,6 +1,6 @@
 """Evaluator worker processes discovered from the machine and supervised; no GPU placement beyond CUDA_VISIBLE_DEVICES.
 
-`python -m kernelzero.gpu_workers.workers [--workers auto|N]` (and `kernelzero serve evaluator
+`python -m kernelzero.gpu_workers.fleet [--workers auto|N]` (and `kernelzero serve evaluator
 --workers ...`) starts one worker process per visible GPU (`auto`; one CPU worker on a machine
 without a GPU) or N workers sharing the GPUs round-robin. Every worker is one member of the
 consumer group "evaluator" on samples.generated, so the log's group membership spreads the
@@ -87,7 +87,7 @@ def _children(slots: list[WorkerSlot], config, idle_exit_s: float | None, use_ca
     sections = msgspec.json.encode({"log": config.log, "evaluator": config.evaluator}).decode()
     children = []
     for slot in slots:
-        argv = [sys.executable, "-m", "kernelzero.gpu_workers.workers", "--child", str(slot.index),
+        argv = [sys.executable, "-m", "kernelzero.gpu_workers.fleet", "--child", str(slot.index),
                 "--device", "cpu" if slot.gpu is None else "cuda", "--sections", sections,
                 "--gpu-processes", str(sharing[slot.gpu])]
         if idle_exit_s is not None:
@@ -148,7 +148,7 @@ def _child(index: int, device: str, sections: str, idle_exit_s: float | None, us
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernelzero.gpu_workers.workers", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kernelzero.gpu_workers.fleet", description=__doc__.split("\n")[0])
     parser.add_argument("--workers", default="auto", metavar="auto|N")
     parser.add_argument("--config", metavar="FILE")
     parser.add_argument("--broker", metavar="URL")

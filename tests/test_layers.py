@@ -1,0 +1,101 @@
+"""The house's layers: foundation, KernelBench kit, stages, application; every import points down, and no stage imports another.
+
+Read from the source's own import statements (function-level imports too), so that a lazy import
+cannot hide a dependency. The layers (README, Architecture):
+- foundation: the event contract, configuration, the event log, the stage host, the supervisor;
+- kit: what several stages read about KernelBench-format code (problems, code blocks, prompts,
+  the API catalog, model loading);
+- stages: producers, consumers, gpu_workers, analytics, each importing only the two layers below
+  and itself: stages talk through events;
+- application: the command line, services, demo, bootstrap and benches; the only layer that
+  imports stages.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = {"schemas": "kernelzero.schemas", "producers": "kernelzero.producers", "consumers": "kernelzero.consumers",
+           "gpu_workers": "kernelzero.gpu_workers", "analytics": "kernelzero.analytics", "kernelzero": "kernelzero"}
+FOUNDATION = ("kernelzero.schemas", "kernelzero.config", "kernelzero.log", "kernelzero.stage", "kernelzero.supervisor")
+KIT = ("kernelzero.problems", "kernelzero.codeblocks", "kernelzero.coder_prompts", "kernelzero.models",
+       "kernelzero.producers.api_catalog")
+STAGES = ("kernelzero.producers", "kernelzero.consumers", "kernelzero.gpu_workers", "kernelzero.analytics")
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> str | None:
+    return next((p for p in prefixes if module == p or module.startswith(p + ".")), None)
+
+
+def layer(module: str) -> tuple[int, str]:
+    """(height, name): 0 foundation, 1 kit, 2 a stage (named by its package), 3 application."""
+    if module == "kernelzero" or _within(module, FOUNDATION):
+        return 0, "foundation"
+    if _within(module, KIT):
+        return 1, "kit"
+    stage = _within(module, STAGES)
+    return (2, stage) if stage else (3, "application")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts = [FOLDERS[parts[0]], *parts[1:]]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every project import; `from package import name` counts as package.name where that is a module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                target = f"{node.module}.{alias.name}"
+                found.append((node.lineno, target if _is_module(target) else node.module))
+    return [(line, name) for line, name in found if name == "kernelzero" or name.startswith("kernelzero.")]
+
+
+def _is_module(name: str) -> bool:
+    parts = name.split(".")[1:]
+    if not parts:
+        return False
+    folder = next((f for f, m in FOLDERS.items() if m == f"kernelzero.{parts[0]}"), "kernelzero")
+    rest = parts[1:] if folder != "kernelzero" else parts
+    base = ROOT / folder / Path(*rest) if rest else ROOT / folder
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def upward(importer: str, imported: str) -> bool:
+    (mine, my_name), (theirs, their_name) = layer(importer), layer(imported)
+    return theirs > mine or (mine == theirs == 2 and my_name != their_name)
+
+
+SOURCES = sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py"))
+
+
+def test_every_import_points_down_and_no_stage_imports_another() -> None:
+    wrong = [f"{path.relative_to(ROOT)}:{line} {module_name(path)} ({layer(module_name(path))[1]}) imports "
+             f"{name} ({layer(name)[1]})"
+             for path in SOURCES for line, name in imports(path) if upward(module_name(path), name)]
+    assert not wrong, "imports that point up or across stages:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("importer,imported,expected", [
+    ("kernelzero.consumers.validator", "kernelzero.gpu_workers.pool", True),  # across stages
+    ("kernelzero.problems", "kernelzero.producers.coder", True),  # kit reaching a stage
+    ("kernelzero.log.embedded", "kernelzero.problems", True),  # foundation reaching the kit
+    ("kernelzero.consumers.validator", "kernelzero.producers.api_catalog", False),  # the catalog is the kit's
+    ("kernelzero.demo", "kernelzero.gpu_workers", False),  # the application imports stages
+])
+def test_the_rule_itself(importer: str, imported: str, expected: bool) -> None:
+    assert upward(importer, imported) is expected
+
+
+def test_the_scan_sees_function_level_imports() -> None:
+    found = {name for _, name in imports(ROOT / "kernelzero" / "bootstrap.py")}
+    assert "kernelzero.consumers.sft" in found and "kernelzero.heldout_judge" in found

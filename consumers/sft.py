@@ -98,6 +98,9 @@ def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learnin
                              task_type="CAUSAL_LM") if lora_rank > 0 else None
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(tokenized(pairs, tokenizer, max_length)),
                          processing_class=tokenizer, peft_config=peft_config, callbacks=[stop] if stop else None)
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # a dict per step drowns the held-out checks; the report keeps the losses
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     try:

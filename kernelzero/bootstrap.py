@@ -88,7 +88,7 @@ def distill_step(config: Config, plan: Plan, cache: Path) -> Path:
     out = cache / f"distill-{_key(*settings)}"
     if not (out / "distill.json").exists():
         out.mkdir(parents=True, exist_ok=True)
-        config = distill_config(msgspec.structs.replace(config), out)
+        config = distill_config(config, out)
         distill(config, out, plan.modules, plan.heldout_share)
     return out
 

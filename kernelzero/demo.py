@@ -136,6 +136,18 @@ def _print_tables(console, tables: dict[str, list]) -> None:
         console.print(table)
 
 
+def _quiet_libraries() -> None:
+    """The demo tells its own story: no per-file progress bars or deprecation notes from the libraries it drives."""
+    import warnings
+
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\.")
+
+
 def main(args, config: Config) -> int:
     from rich.console import Console
 
@@ -143,6 +155,7 @@ def main(args, config: Config) -> int:
     from kernelzero.cli import main as cli_main
 
     console = Console(stderr=True)
+    _quiet_libraries()
     out = Path(args.out or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     if (out / "log.sqlite").exists():
         console.print(f"[red]kernelzero demo: {out} already holds a run; choose another --out[/red]")

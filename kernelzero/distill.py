@@ -13,6 +13,8 @@ many were.
 
 from __future__ import annotations
 
+import copy
+
 import hashlib
 import json
 import os
@@ -220,7 +222,9 @@ def distill(config: Config, out: Path, n: int, heldout_share: float) -> DistillR
 
 
 def distill_config(config: Config, out: Path) -> Config:
-    """The user's configuration pointed at the run directory, proposing with the synthesizer."""
+    """A copy of the user's configuration pointed at the run directory, proposing with the synthesizer (the
+    caller's keeps its log and Proposer: the demo runs its loop with it after distilling)."""
+    config = copy.deepcopy(config)
     config.log.url = f"embedded:{out / 'log.sqlite'}"
     config.analytics.db = str(out / "analytics.duckdb")
     config.proposer.backend = "synth"

@@ -45,3 +45,16 @@ def test_distill_writes_verified_split_sets_and_resumes(tmp_path, capsys):
     again = json.loads((out / "distill.json").read_text())
     assert {k: again[k] for k in ("modules", "accepted", "lowered", "correct", "rows")} == \
         {k: report[k] for k in ("modules", "accepted", "lowered", "correct", "rows")}
+
+
+def test_distilling_leaves_the_callers_log_and_proposer_alone(tmp_path):
+    # the demo distils first, then runs its loop with the same configuration: on a first run it once
+    # ran that loop on the distillation's log, with the synthesizer as its Proposer
+    from kernelzero.config import load_config
+    from kernelzero.distill import distill_config
+
+    config = load_config(env={"KERNELZERO_LOG_URL": f"embedded:{tmp_path}/run.sqlite"})
+    config.proposer.backend = "transformers"
+    distilling = distill_config(config, tmp_path / "distill")
+    assert distilling.log.url.endswith("distill/log.sqlite") and distilling.proposer.backend == "synth"
+    assert (config.log.url, config.proposer.backend) == (f"embedded:{tmp_path}/run.sqlite", "transformers")

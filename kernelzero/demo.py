@@ -47,7 +47,8 @@ SUMMARY = {
 def add_arguments(parser) -> None:
     parser.add_argument("--out", default=None, metavar="DIR", help="run directory (default: runs/demo-TIMESTAMP)")
     parser.add_argument("--rounds", type=int, default=3, help="propose-code-evaluate-train rounds (default 3)")
-    parser.add_argument("--modules", type=int, default=4, help="modules proposed per round (default 4)")
+    parser.add_argument("--modules", type=int, default=12,
+                        help="modules proposed per round (default 12: about a third pass the validator)")
     parser.add_argument("--group-size", type=int, default=4, help="Coder samples per module, G (default 4)")
     parser.add_argument("--heldout", type=int, default=6, help="held-out modules per measurement (default 6)")
     parser.add_argument("--size", choices=("tiny", "small"), default="tiny", help="model size (default tiny)")

@@ -196,24 +196,27 @@ async def _ping_followers(period_s: float) -> None:
 
 async def run(config: Config, idle_exit_s: float | None = None, *, learners: tuple[Any, Any] | None = None):
     """Serve until cancelled or idle; returns the StageStats and the stage (for its metrics)."""
-    from kernelzero.log import open_log
-    from kernelzero.stage import run_stage
+    from contextlib import asynccontextmanager
+
+    from kernelzero.stage import host_stage
 
     coder, proposer = learners if learners is not None else load_learners(config)
-    stage = TrainerStage(config, coder, proposer)
-    log = await open_log(config.log.url)
-    try:
+    trainer = TrainerStage(config, coder, proposer)
+
+    @asynccontextmanager
+    async def stage(log):
         async with anyio.create_task_group() as tasks:
-            period = max(0.5, min(5.0, config.trainer.group_deadline_s / 4))
-            tasks.start_soon(_deadline_timer, log, stage, period)
+            tasks.start_soon(_deadline_timer, log, trainer, max(0.5, min(5.0, config.trainer.group_deadline_s / 4)))
             if data_parallel.position()[1] > 1:
                 tasks.start_soon(_ping_followers, config.trainer.collective_timeout_s / 4)
-            stats = await run_stage(log, stage, idle_exit_s=idle_exit_s,
-                                    session_timeout_s=config.log.session_timeout_s)
-            tasks.cancel_scope.cancel()
-    finally:
-        await log.close()
-    return stats, stage
+            try:
+                yield trainer
+            finally:
+                tasks.cancel_scope.cancel()
+
+    stats = await host_stage(config.log.url, stage, idle_exit_s=idle_exit_s,
+                             session_timeout_s=config.log.session_timeout_s)
+    return stats, trainer
 
 
 def serve(args, config: Config) -> int:

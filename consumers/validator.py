@@ -503,20 +503,16 @@ async def rebuild_dedup(log) -> Deduplicator:
 
 def serve(args, config) -> int:
     """`kernelzero serve validator`: run until interrupted (or --idle-exit seconds with nothing to do)."""
+    from contextlib import asynccontextmanager
+
     import anyio
 
-    from kernelzero.log import open_log
-    from kernelzero.stage import run_stage
+    from kernelzero.stage import host_stage
 
-    async def main() -> None:
-        log = await open_log(config.log.url)
-        try:
-            dedup = await rebuild_dedup(log)
-            stage = ValidatorStage(config.validator, dedup)
-            await run_stage(log, stage, idle_exit_s=getattr(args, "idle_exit", None),
-                            session_timeout_s=config.log.session_timeout_s)
-        finally:
-            await log.close()
+    @asynccontextmanager
+    async def stage(log):
+        yield ValidatorStage(config.validator, await rebuild_dedup(log))
 
-    anyio.run(main)
+    anyio.run(lambda: host_stage(config.log.url, stage, idle_exit_s=getattr(args, "idle_exit", None),
+                                 session_timeout_s=config.log.session_timeout_s))
     return 0

@@ -26,6 +26,7 @@ class EvaluatorStage:
     def __init__(self, pool: EvaluatorPool, producer: str = "evaluator"):
         self.pool = pool
         self.producer = producer  # names the worker in envelopes; the group stays "evaluator"
+        self.max_records = self.concurrency = pool.workers  # a commit per round: a lost worker costs one round
 
     async def handle(self, event: Event) -> Sequence[Event]:
         sample: SampleGenerated = event.payload
@@ -51,19 +52,19 @@ async def run_evaluator(log_url: str, config, *, idle_exit_s: float | None = Non
     Records are taken as many at a time as the pool has workers and all evaluated at once, so a
     commit follows each round: a worker that dies loses (and the group redoes) one round at most.
     """
-    from kernelzero.log import open_log
-    from kernelzero.stage import run_stage
-    log = await open_log(log_url)
-    try:
+    from contextlib import asynccontextmanager
+
+    from kernelzero.stage import host_stage
+
+    @asynccontextmanager
+    async def stage(log):
         async with EvaluatorPool(config.evaluator, device=device, use_cache=use_cache,
                                  gpu_processes=gpu_processes) as pool:
-            workers = pool.workers
             if on_ready is not None:
                 on_ready()
-            return await run_stage(log, EvaluatorStage(pool, producer), idle_exit_s=idle_exit_s, max_records=workers,
-                                   concurrency=workers, session_timeout_s=config.log.session_timeout_s)
-    finally:
-        await log.close()
+            yield EvaluatorStage(pool, producer)
+
+    return await host_stage(log_url, stage, idle_exit_s=idle_exit_s, session_timeout_s=config.log.session_timeout_s)
 
 
 def serve(args, config) -> int:

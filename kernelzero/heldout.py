@@ -35,11 +35,8 @@ def heldout_events(rows: Sequence, tag: str) -> list[Event]:
 
 
 def main(args, config) -> int:
-    import anyio
-
     from kernelzero.heldout_judge import read_heldout
-    from kernelzero.log import open_log
-    from kernelzero.stage import publish
+    from kernelzero.stage import publish_to
 
     try:
         rows = read_heldout(args.rows, args.limit)
@@ -51,13 +48,6 @@ def main(args, config) -> int:
         return 2
     events = heldout_events(rows, args.tag or time.strftime("%Y%m%d-%H%M%S"))
 
-    async def run() -> None:
-        log = await open_log(config.log.url)
-        try:
-            await publish(log, events, producer_name="heldout")
-        finally:
-            await log.close()
-
-    anyio.run(run)
+    publish_to(config.log.url, events, producer_name="heldout")
     print(f"published {len(events)} held-out modules to {config.log.url}")
     return 0

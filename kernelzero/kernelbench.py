@@ -285,10 +285,7 @@ def _inputs(args, config: Config) -> tuple[list[BenchProblem], dict[int, dict[in
 
 
 def main(args, config: Config) -> int:
-    import anyio
-
-    from kernelzero.log import open_log
-    from kernelzero.stage import publish
+    from kernelzero.stage import publish_to
 
     try:
         problems, candidates, ks, out = _inputs(args, config)
@@ -305,14 +302,7 @@ def main(args, config: Config) -> int:
     if candidates is not None:
         events += sample_events(problems, candidates, args.level)
 
-    async def publish_events() -> None:
-        log = await open_log(config.log.url)
-        try:
-            await publish(log, events, producer_name="bench")
-        finally:
-            await log.close()
-
-    anyio.run(publish_events)
+    publish_to(config.log.url, events, producer_name="bench")
     stages = ("evaluator", "projector") if candidates is not None else ("coder", "evaluator", "projector")
     samples = len(events) - len(problems) if candidates is not None else len(problems) * config.coder.group_size
     print(f"kernelzero bench: {len(problems)} level-{args.level} problems, {samples} samples, "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from typing import Protocol, Sequence
+from typing import AsyncContextManager, Callable, Protocol, Sequence
 
 import anyio
 import msgspec
@@ -27,6 +27,7 @@ logger = logging.getLogger("kernelzero.stage")
 class Stage(Protocol):
     name: str  # the consumer group, and the producer named in envelopes
     topics: Sequence[str]
+    # optional: `max_records` taken per poll (default 64), `concurrency` handled at once (default 1)
 
     async def handle(self, event: Event) -> Sequence[Event]: ...
 
@@ -57,6 +58,17 @@ async def publish(log: EventLog, events: Sequence[Event], producer_name: str = "
     if events:
         async with await log.producer(producer_name) as producer:
             await producer.send([message_for(e) for e in events])
+
+
+def publish_to(log_url: str, events: Sequence[Event], producer_name: str = "publisher") -> None:
+    """Open the log at `log_url`, append `events`, close it (for commands that publish once and exit)."""
+    from kernelzero.log import open_log
+
+    async def run() -> None:
+        async with await open_log(log_url) as log:
+            await publish(log, events, producer_name)
+
+    anyio.run(run)
 
 
 async def _handle_record(stage: Stage, record: Record, stats: StageStats) -> list[Event]:
@@ -121,3 +133,17 @@ async def run_stage(
             stats.consumed += len(records)
             stats.produced += len(outputs)
             idle_since = time.monotonic()
+
+
+async def host_stage(log_url: str, open_stage: Callable[[EventLog], AsyncContextManager[Stage]], *,
+                     idle_exit_s: float | None = None, session_timeout_s: float = 10.0) -> StageStats:
+    """The one host of every consuming stage: open the log, let `open_stage(log)` build the stage (restoring its
+    state from the log, starting its workers), run it until idle or cancelled, then close the stage and the log."""
+    from kernelzero.log import open_log
+
+    async with await open_log(log_url) as log:
+        async with open_stage(log) as stage:
+            return await run_stage(log, stage, idle_exit_s=idle_exit_s, session_timeout_s=session_timeout_s,
+                                   max_records=getattr(stage, "max_records", 64),
+                                   concurrency=getattr(stage, "concurrency", 1))
+

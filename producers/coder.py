@@ -97,6 +97,7 @@ class CoderStage:
         self.generator = generator
         self.config = config
         self.producer = producer
+        self.max_records = config.max_inflight_groups
         self.topics: tuple[str, ...] = ("modules.accepted", "policy.updated")
         if config.repair_turns > 0:
             self.topics += ("samples.evaluated",)
@@ -176,27 +177,28 @@ def _attempt(source: str | None, result: SampleEvaluated) -> Attempt:
 
 
 async def run(config: Any, idle_exit_s: float | None = None) -> int:
-    from kernelzero.log import open_log
-    from kernelzero.producers.generation import make_generator
-    from kernelzero.stage import run_stage
+    from contextlib import asynccontextmanager
 
-    generator = await anyio.to_thread.run_sync(make_generator, config.coder)
-    log = await open_log(config.log.url)
-    try:
-        stage = CoderStage(generator, config.coder)
-        version = await catch_up(generator, log, "coder")
-        print(f"coder: {config.coder.backend} {config.coder.model}, target {config.coder.target}, "
-              f"policy version {version}, consuming {', '.join(stage.topics)}", file=sys.stderr)
-        stats = await run_stage(
-            log, stage, idle_exit_s=idle_exit_s, max_records=config.coder.max_inflight_groups,
-            session_timeout_s=config.log.session_timeout_s,
-        )
-        print(f"coder: consumed {stats.consumed}, produced {stats.produced}, "
-              f"dead-lettered {stats.dead_lettered}", file=sys.stderr)
-        return 0
-    finally:
-        await generator.close()
-        await log.close()
+    from kernelzero.producers.generation import make_generator
+    from kernelzero.stage import host_stage
+
+    @asynccontextmanager
+    async def stage(log):
+        generator = await anyio.to_thread.run_sync(make_generator, config.coder)
+        try:
+            coder = CoderStage(generator, config.coder)
+            version = await catch_up(generator, log, "coder")
+            print(f"coder: {config.coder.backend} {config.coder.model}, target {config.coder.target}, "
+                  f"policy version {version}, consuming {', '.join(coder.topics)}", file=sys.stderr)
+            yield coder
+        finally:
+            await generator.close()
+
+    stats = await host_stage(config.log.url, stage, idle_exit_s=idle_exit_s,
+                             session_timeout_s=config.log.session_timeout_s)
+    print(f"coder: consumed {stats.consumed}, produced {stats.produced}, dead-lettered {stats.dead_lettered}",
+          file=sys.stderr)
+    return 0
 
 
 def serve(args, config) -> int:

@@ -53,6 +53,19 @@ class ModuleVerdict(msgspec.Struct, kw_only=True):
         return f"{self.ast_hash}:{self.trace_hash}"
 
 
+class ValidationRequest(msgspec.Struct, kw_only=True):
+    """The validator to its sandbox's zygote (msgpack on a pipe); the answer is a ModuleVerdict without its ast_hash."""
+
+    source: str
+    apis: list[str]
+    seed: int
+    device: str
+    max_runtime_ms: float
+    max_memory_gb: float
+    cpu_threads: int
+    timeout_s: float
+
+
 # ---- static checks (parent process) ----
 
 def static_check(source: str) -> ModuleVerdict | None:
@@ -170,23 +183,23 @@ def _vm_bytes() -> int:
         return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _run_checks(request: dict) -> dict:
+def _run_checks(request: ValidationRequest) -> dict:
     import torch
 
     from kernelzero.problems import ProblemError, load_problem
     from kernelzero.producers.api_catalog import BY_NAME
 
-    torch.set_num_threads(max(1, request["cpu_threads"]))
-    device = request["device"]
+    torch.set_num_threads(max(1, request.cpu_threads))
+    device = request.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    limit = int(request["max_memory_gb"] * 2**30)
+    limit = int(request.max_memory_gb * 2**30)
     if device == "cpu":
         resource.setrlimit(resource.RLIMIT_AS, (_vm_bytes() + limit + 2**30, resource.RLIM_INFINITY))
     rss_before = _rss_bytes()
     result: dict = {"device": device}
     try:
-        problem = load_problem(request["source"])
+        problem = load_problem(request.source)
     except ProblemError as exc:
         reason = exc.reason if exc.reason in REASONS else REQUIRED.get(exc.reason.split("_", 1)[-1], "import_error")
         return {**result, "reason": reason, "detail": exc.detail}
@@ -212,8 +225,8 @@ def _run_checks(request: dict) -> dict:
         return [t.detach().to("cpu", copy=True) for t in _tensors(out, torch)], elapsed_ms, modes
 
     try:
-        first, _, (_, _, calls, aten) = run(request["seed"], trace=True)
-        second, runtime_ms, _ = run(request["seed"], trace=False)
+        first, _, (_, _, calls, aten) = run(request.seed, trace=True)
+        second, runtime_ms, _ = run(request.seed, trace=False)
     except MemoryError as exc:
         return {**result, "reason": "too_much_memory", "detail": f"MemoryError: {exc}"}
     except Exception as exc:  # the module's own code failed: that is the verdict
@@ -245,16 +258,16 @@ def _judge(request, first, second, runtime_ms, peak, traced, catalog, run, torch
     if all(t.numel() > 1 and bool((t == t.reshape(-1)[0]).all()) or t.numel() == 0 for t in first):
         return {"reason": "constant_output", "detail": "every output element is the same value"}
     if all(t.numel() <= 1 for t in first):
-        other, _, _ = run(request["seed"] + 1, trace=False)
+        other, _, _ = run(request.seed + 1, trace=False)
         if all(torch.equal(a, b) for a, b in zip(first, other)):
             return {"reason": "constant_output", "detail": "the output does not change with the input seed"}
-    missing = [api for api in request["apis"] if not _traced(api, traced, catalog)]
+    missing = [api for api in request.apis if not _traced(api, traced, catalog)]
     if missing:
         return {"reason": f"api_not_called:{missing[0]}", "detail": f"never called: {', '.join(missing)}"}
-    if runtime_ms > request["max_runtime_ms"]:
-        return {"reason": "too_slow", "detail": f"forward took {runtime_ms:.1f} ms > {request['max_runtime_ms']:g} ms"}
-    if peak > request["max_memory_gb"] * 2**30:
-        return {"reason": "too_much_memory", "detail": f"peak {peak / 2**30:.2f} GiB > {request['max_memory_gb']:g} GiB"}
+    if runtime_ms > request.max_runtime_ms:
+        return {"reason": "too_slow", "detail": f"forward took {runtime_ms:.1f} ms > {request.max_runtime_ms:g} ms"}
+    if peak > request.max_memory_gb * 2**30:
+        return {"reason": "too_much_memory", "detail": f"peak {peak / 2**30:.2f} GiB > {request.max_memory_gb:g} GiB"}
     return {"reason": ""}
 
 
@@ -270,13 +283,18 @@ def _traced(api: str, traced: set[str], catalog: dict) -> bool:
     return any(name in traced for name in trace_names_for(api, catalog))
 
 
-def _checks_or_verdict(request: dict) -> dict:
+def _checks_or_verdict(request: ValidationRequest) -> ModuleVerdict:
     try:
-        return _run_checks(request)
+        found = _run_checks(request)
     except MemoryError:
-        return {"reason": "too_much_memory", "detail": "MemoryError outside the module's run"}
+        found = {"reason": "too_much_memory", "detail": "MemoryError outside the module's run"}
     except BaseException as exc:  # report anything rather than die silently
-        return {"reason": "runtime_error", "detail": f"validator child: {type(exc).__name__}: {exc}"[:2000]}
+        found = {"reason": "runtime_error", "detail": f"validator child: {type(exc).__name__}: {exc}"[:2000]}
+    return ModuleVerdict(ok=not found["reason"], **found)
+
+
+def _refused(reason: str, detail: str) -> ModuleVerdict:
+    return ModuleVerdict(ok=False, reason=reason, detail=detail)
 
 
 def _write_message(fd: int, obj: Any) -> None:
@@ -302,15 +320,15 @@ def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
     return b"".join(chunks)
 
 
-def _read_message(fd: int, deadline: float | None = None) -> Any:
+def _read_message(fd: int, kind: type, deadline: float | None = None) -> Any:
     header = _read_exactly(fd, 8, deadline)
     if header is None:
         return None
     body = _read_exactly(fd, int.from_bytes(header, "little"), deadline)
-    return None if body is None else msgspec.msgpack.decode(body)
+    return None if body is None else msgspec.msgpack.decode(body, type=kind)
 
 
-def _run_forked(request: dict) -> dict:
+def _run_forked(request: ValidationRequest) -> ModuleVerdict:
     """In the zygote: fork a child that runs the checks; kill it at the timeout."""
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -323,7 +341,7 @@ def _run_forked(request: dict) -> dict:
         os._exit(0)
     os.close(write_end)
     try:
-        result = _read_message(read_end, time.monotonic() + request["timeout_s"])
+        result = _read_message(read_end, ModuleVerdict, time.monotonic() + request.timeout_s)
     finally:
         os.close(read_end)
     if result is None:
@@ -335,8 +353,8 @@ def _run_forked(request: dict) -> dict:
     if result is not None:
         return result
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
-        return {"reason": "timeout", "detail": f"no result within {request['timeout_s']:g} s"}
-    return {"reason": "runtime_error", "detail": f"the run died (wait status {status})"}
+        return _refused("timeout", f"no result within {request.timeout_s:g} s")
+    return _refused("runtime_error", f"the run died (wait status {status})")
 
 
 def zygote_main() -> None:
@@ -353,7 +371,7 @@ def zygote_main() -> None:
     with torch.no_grad(), function_mode, dispatch_mode:
         torch.nn.functional.layer_norm(torch.randn(4, 8), (8,)).sum()
     requests, replies = 0, int(sys.argv[1])
-    while (request := _read_message(requests)) is not None:
+    while (request := _read_message(requests, ValidationRequest)) is not None:
         _write_message(replies, _run_forked(request))
 
 
@@ -376,13 +394,13 @@ class Sandbox:
         self._process, self._replies = process, read_end
         return process
 
-    def run(self, request: dict) -> dict:
+    def run(self, request: ValidationRequest) -> ModuleVerdict:
         process = self._process if self._process and self._process.poll() is None else self._start()
         _write_message(process.stdin.fileno(), request)
-        reply = _read_message(self._replies, time.monotonic() + request["timeout_s"] + 120)
+        reply = _read_message(self._replies, ModuleVerdict, time.monotonic() + request.timeout_s + 120)
         if reply is None:  # the zygote itself died or hung: start afresh next time
             self.close()
-            return {"reason": "runtime_error", "detail": "the validator sandbox died"}
+            return _refused("runtime_error", "the validator sandbox died")
         return reply
 
     def close(self) -> None:
@@ -413,14 +431,11 @@ def validate(
     if rejected is not None:
         return rejected
     ast_hash = normalized_ast_hash(source)
-    request = {
-        "source": source, "apis": list(apis), "seed": seed, "device": config.device,
-        "max_runtime_ms": config.max_runtime_ms, "max_memory_gb": config.max_memory_gb,
-        "cpu_threads": config.cpu_threads, "timeout_s": config.timeout_s,
-    }
-    result = (sandbox or _default_sandbox()).run(request)
-    reason = result.pop("reason")
-    return ModuleVerdict(ok=not reason, reason=reason, ast_hash=ast_hash, **result)
+    request = ValidationRequest(source=source, apis=list(apis), seed=seed, device=config.device,
+                                max_runtime_ms=config.max_runtime_ms, max_memory_gb=config.max_memory_gb,
+                                cpu_threads=config.cpu_threads, timeout_s=config.timeout_s)
+    verdict = (sandbox or _default_sandbox()).run(request)
+    return msgspec.structs.replace(verdict, ast_hash=ast_hash)
 
 
 class Deduplicator:

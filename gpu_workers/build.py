@@ -3,7 +3,7 @@
 Run as `python -m kernelzero.gpu_workers.build CANDIDATE.py EXT_DIR [--slim-headers]
 [--confinement JSON]`: imports the candidate with TORCH_EXTENSIONS_DIR=EXT_DIR so `load_inline`
 compiles there (with lighter torch headers if asked, `gpu_workers/headers.py`), then prints one
-JSON line {"ok": bool, "compile_s": float, "error": str}. The GPU worker later imports the same
+line, BUILD_LINE and a BuildOutcome as JSON (gpu_workers/messages.py). The GPU worker later imports the same
 source with the same directory, flags and headers, and `load_inline` finds the library already
 built. With --confinement the process first confines itself (gpu_workers/confine.py: the build
 runs candidate code, and the compiler follows candidate-controlled paths) and prints CONFINED
@@ -14,15 +14,15 @@ candidate prints comes after.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 import time
 import traceback
 
-from kernelzero.gpu_workers import headers
+import msgspec
 
-CONFINED, REFUSED = "KZ_CONFINED", "KZ_REFUSED "
+from kernelzero.gpu_workers import headers
+from kernelzero.gpu_workers.messages import BUILD_LINE, CONFINED, REFUSED, BuildOutcome, SandboxRefusal
 
 
 def main(argv: list[str]) -> int:
@@ -39,27 +39,26 @@ def main(argv: list[str]) -> int:
         module = importlib.util.module_from_spec(spec)
         sys.modules["kz_candidate"] = module
         spec.loader.exec_module(module)
-        outcome = {"ok": True, "error": ""}
+        outcome = BuildOutcome(ok=True)
     except BaseException as exc:  # noqa: BLE001
         error = "".join(traceback.format_exception_only(type(exc), exc))[-3000:]
         # after a successful build, a failure needing the GPU (hidden here) is the GPU run's business
-        outcome = {"ok": bool(built) and not built.count(False), "error": error}
-    outcome["compile_s"] = round(time.perf_counter() - started, 3)
-    sys.__stdout__.write("\nKZ_BUILD " + json.dumps(outcome) + "\n")
+        outcome = BuildOutcome(ok=bool(built) and not built.count(False), error=error)
+    outcome.compile_s = round(time.perf_counter() - started, 3)
+    sys.__stdout__.write("\n" + BUILD_LINE + msgspec.json.encode(outcome).decode() + "\n")
     sys.__stdout__.flush()
     os._exit(0)
 
 
 def _confine(confinement_json: str, ext_dir: str) -> bool:
     """Confine this process to its build folder; prints CONFINED, or REFUSED with what is missing."""
-    import msgspec
     from kernelzero.gpu_workers import confine
     confinement = msgspec.json.decode(confinement_json, type=confine.Confinement)
     mechanisms = confine.enter(confinement, [ext_dir], os.path.join(ext_dir, ".home"))
     missing = confine.missing(confinement.required, mechanisms)
     if missing:
         in_force = confine.label(confinement.launcher, mechanisms)
-        line = REFUSED + json.dumps({"sandbox_missing": missing, "in_force": in_force})
+        line = REFUSED + msgspec.json.encode(SandboxRefusal(missing, in_force)).decode()
     else:
         line = CONFINED
     sys.__stdout__.write(line + "\n")

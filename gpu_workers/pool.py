@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import struct
 import sys
@@ -29,6 +28,7 @@ import msgspec
 
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import headers
+from kernelzero.gpu_workers.messages import BUILD_LINE, CONFINED, REFUSED, BuildOutcome, Job, JobAnswer, SandboxRefusal
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult
 from kernelzero.gpu_workers.sandbox import (EXTENSIONS, TURNS_INSIDE, Sandbox, SandboxUnavailable, Workspace,
                                             turns_dir)
@@ -234,7 +234,6 @@ class EvaluatorPool:
         return result
 
     async def _run(self, problem_src: str, candidate_src: str, ext_dir: str, slim_headers: bool = False) -> EvalResult:
-        from kernelzero.gpu_workers.trial import Job
         worker = await self._idle.get()
         try:
             scratch, extensions = await asyncio.to_thread(worker.workspace.prepare, ext_dir)
@@ -247,10 +246,10 @@ class EvaluatorPool:
             self._idle.put_nowait(worker)
         if answer is None:
             return self._base("runtime_error", "worker_lost", detail="the worker died or stopped answering; replaced")
-        outcome = msgspec.msgpack.decode(answer)
-        if isinstance(outcome, dict) and "sandbox_missing" in outcome:
-            raise SandboxUnavailable(f"{self.sandbox.refusal(outcome['sandbox_missing'])} (this job: {outcome['in_force']})")
-        result = msgspec.convert(outcome, EvalResult)
+        outcome = msgspec.msgpack.decode(answer, type=JobAnswer)
+        if outcome.refusal is not None:
+            raise SandboxUnavailable(f"{self.sandbox.refusal(outcome.refusal.missing)} (this job: {outcome.refusal.in_force})")
+        result = outcome.result
         result.evidence["sandbox"] = self.sandbox.label
         if "static" not in result.checks and self.config.static_checks:
             result.checks = ["static", *result.checks]
@@ -279,20 +278,20 @@ class EvaluatorPool:
         spent = 0.0
         for slim in ([True, False] if self.config.slim_headers else [False]):
             outcome = await self._build_once(src_path, ext_dir, slim)
-            spent += outcome["compile_s"]
-            if outcome["ok"]:
+            spent += outcome.compile_s
+            if outcome.ok:
                 self._signed.write(marker, b"slim" if slim else b"full")
                 return str(ext_dir), slim, round(spent, 3), None
-            if outcome.get("timeout") or not headers.may_need_full_headers(outcome["error"] + outcome.get("log", "")):
+            if outcome.timeout or not headers.may_need_full_headers(outcome.error + outcome.log):
                 break
-        reason = "build_timeout" if outcome.get("timeout") else "build_failed"
-        failure = self._base("compile_error", reason, error=outcome["error"], log=outcome.get("log", ""),
+        reason = "build_timeout" if outcome.timeout else "build_failed"
+        failure = self._base("compile_error", reason, error=outcome.error, log=outcome.log,
                              headers=headers.label(slim))
         failure.compile_s = round(spent, 3)
         return "", False, 0.0, failure
 
-    async def _build_once(self, src_path: Path, ext_dir: Path, slim: bool) -> dict:
-        """One build process's outcome: {"ok", "error", "compile_s"}, plus "timeout" or "log"; may raise SandboxUnavailable."""
+    async def _build_once(self, src_path: Path, ext_dir: Path, slim: bool) -> BuildOutcome:
+        """One build process's outcome, its output's tail in `log`; may raise SandboxUnavailable."""
         env = {"TORCH_CUDA_ARCH_LIST": self.arch, "MAX_JOBS": str(self._build_jobs), "CUDA_VISIBLE_DEVICES": "",
                "TRITON_INTERPRET": None}
         inside = EXTENSIONS if self.sandbox.mode == "bwrap" else str(ext_dir)
@@ -309,19 +308,23 @@ class EvaluatorPool:
             except asyncio.TimeoutError:
                 proc.kill()
                 await proc.wait()
-                return {"ok": False, "timeout": True, "compile_s": 0.0,
-                        "error": f"no result within compile_timeout_s={self.config.compile_timeout_s:g}"}
+                return BuildOutcome(ok=False, timeout=True,
+                                    error=f"no result within compile_timeout_s={self.config.compile_timeout_s:g}")
         elapsed = time.perf_counter() - started
         text = out.decode(errors="replace")
-        marker = text.rfind("KZ_BUILD ")
-        from kernelzero.gpu_workers.build import CONFINED, REFUSED  # not at the top: build.py runs with -m
+        marker = text.rfind(BUILD_LINE)
         refused, confined = text.find(REFUSED), text.find(CONFINED)
         if self.sandbox.mode != "off" and refused >= 0 and not 0 <= confined < refused:  # printed before candidate code
-            missing = json.loads(text[refused + len(REFUSED):].splitlines()[0])
-            raise SandboxUnavailable(f"{self.sandbox.refusal(missing['sandbox_missing'])} (this build: {missing['in_force']})")
-        outcome = json.loads(text[marker + 9:].splitlines()[0]) if marker >= 0 else {"ok": False, "error": text[-3000:]}
-        outcome["log"] = text[-2000:]
-        outcome.setdefault("compile_s", elapsed)
+            refusal = msgspec.json.decode(text[refused + len(REFUSED):].splitlines()[0], type=SandboxRefusal)
+            raise SandboxUnavailable(f"{self.sandbox.refusal(refusal.missing)} (this build: {refusal.in_force})")
+        outcome = BuildOutcome(ok=False, error=text[-3000:], compile_s=elapsed)  # the process died before its line
+        if marker >= 0:
+            try:
+                outcome = msgspec.json.decode((text[marker + len(BUILD_LINE):].splitlines() or [""])[0],
+                                              type=BuildOutcome)
+            except msgspec.DecodeError:
+                pass  # whatever the candidate printed after our line is not an outcome
+        outcome.log = text[-2000:]
         return outcome
 
 

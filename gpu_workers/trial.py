@@ -29,8 +29,8 @@ from typing import Any, Callable
 import msgspec
 import torch
 
-from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import compare, device_turns, headers, instruments, memory
+from kernelzero.gpu_workers.messages import Job, JobAnswer
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
 from kernelzero.problems import ProblemError, load_problem
 
@@ -51,19 +51,6 @@ GB = 1e9
 _set_deterministic = torch.use_deterministic_algorithms
 _deterministic_enabled = torch.are_deterministic_algorithms_enabled
 _deterministic_warn_only = torch.is_deterministic_algorithms_warn_only_enabled
-
-
-class Job(msgspec.Struct, kw_only=True):
-    problem_src: str
-    candidate_src: str
-    device: str  # "cpu" or "cuda:N"
-    scratch_dir: str
-    config: EvaluatorConfig
-    gpu: str = ""
-    extensions_dir: str = ""  # prebuilt CUDA extensions (load_inline finds them there)
-    arch_list: str = ""  # TORCH_CUDA_ARCH_LIST the extensions were built for
-    slim_headers: bool = False  # the extensions were built with gpu_workers/headers.py's lighter headers
-    gpu_sharing: int = 1  # evaluator workers sharing this GPU: each has a share of its memory (memory.py)
 
 
 class EarlyVerdict(Exception):
@@ -717,7 +704,7 @@ def _classify(exc: BaseException, trial: str) -> EarlyVerdict:
 
 
 def run_job(job: Job) -> bytes:
-    """The msgpack-encoded EvalResult; an exception of ours that escaped `Evaluation.run` is `evaluator_error`."""
+    """The msgpack-encoded JobAnswer; an exception of ours that escaped `TrialRun.run` is `evaluator_error`."""
     try:
         result = TrialRun(job).run()
     except BaseException as exc:  # noqa: BLE001  (Evaluation blames what the candidate or problem raised)
@@ -725,7 +712,7 @@ def run_job(job: Job) -> bytes:
         result = EvalResult(verdict="evaluator_error", reason="exception", device=torch.device(job.device).type,
                             gpu=job.gpu, evidence={"stage": "run_job", "traceback": trace[-2000:]},
                             evaluator_version=EVALUATOR_VERSION)
-    return msgspec.msgpack.encode(result)
+    return msgspec.msgpack.encode(JobAnswer(result=result))
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ import time
 
 import msgspec
 
+from kernelzero.gpu_workers.messages import Job, JobAnswer, SandboxRefusal
 from kernelzero.gpu_workers.result import EvalResult
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -47,7 +48,7 @@ def serve_worker(argv: list[str]) -> None:
     import torch.profiler  # noqa: F401
     import torch.utils.flop_counter  # noqa: F401
     import triton  # noqa: F401
-    from kernelzero.gpu_workers import trial
+    from kernelzero.gpu_workers import trial  # noqa: F401  (imported once here, inherited by every fork)
     if torch.cuda.is_initialized():
         raise RuntimeError("CUDA was initialised in the worker: forking it would be unsafe")
 
@@ -62,7 +63,7 @@ def serve_worker(argv: list[str]) -> None:
         body = _read_exact(channel_in, struct.unpack("!I", head)[0])
         if body is None:
             return
-        send(run_forked(msgspec.msgpack.decode(body, type=trial.Job), confinement))
+        send(run_forked(msgspec.msgpack.decode(body, type=Job), confinement))
 
 
 def _read_exact(stream, n: int) -> bytes | None:
@@ -146,7 +147,7 @@ def _confine(job, confinement) -> bytes | None:
     if not missing:
         return None
     in_force = confine.label(confinement.launcher, mechanisms)
-    return msgspec.msgpack.encode({"sandbox_missing": missing, "in_force": in_force})
+    return _encode(JobAnswer(refusal=SandboxRefusal(missing, in_force)))
 
 
 def _prepare_job(job) -> None:
@@ -297,8 +298,8 @@ def _evaluator_error(job, exc: BaseException) -> EvalResult:
                       evidence={"stage": "sandbox", "traceback": trace[-2000:]})
 
 
-def _encode(result: EvalResult) -> bytes:
-    return msgspec.msgpack.encode(result)
+def _encode(answer: EvalResult | JobAnswer) -> bytes:
+    return msgspec.msgpack.encode(answer if isinstance(answer, JobAnswer) else JobAnswer(result=answer))
 
 
 if __name__ == "__main__":

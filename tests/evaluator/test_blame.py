@@ -15,7 +15,7 @@ import pytest
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import compare, zygote
 from kernelzero.gpu_workers.result import EvalResult
-from kernelzero.gpu_workers.trial import Job
+from kernelzero.gpu_workers.messages import Job, JobAnswer
 
 HERE = Path(__file__).parent
 
@@ -26,7 +26,7 @@ def run_job(tmp_path: Path, problem: str, candidate: str) -> EvalResult:
     job = Job(problem_src=(HERE / "problems" / f"{problem}.py").read_text(),
               candidate_src=(HERE / "candidates" / f"{candidate}.py").read_text(), device="cpu",
               scratch_dir=str(scratch), config=EvaluatorConfig(device="cpu", timeout_s=60))
-    return msgspec.msgpack.decode(zygote.run_forked(job), type=EvalResult)
+    return msgspec.msgpack.decode(zygote.run_forked(job), type=JobAnswer).result
 
 
 def injected(*args, **kwargs):

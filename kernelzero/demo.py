@@ -78,7 +78,8 @@ def demo_config(config: Config, out: Path, args) -> Config:
     config.proposer.scale = min(config.proposer.scale, 2.0 ** -15)
     trainer = config.trainer
     trainer.lora_rank, trainer.device, trainer.learning_rate = 0, args.device, 2e-4
-    trainer.groups_per_step, trainer.proposer_batch = 2, args.modules
+    # every informative group is scarce at this size: a step per group, and two Proposer steps a round
+    trainer.groups_per_step, trainer.proposer_batch = 1, max(1, args.modules // 2)
     trainer.group_deadline_s = min(trainer.group_deadline_s, 30.0)
     return config
 

@@ -4,7 +4,7 @@ The whole demo (distil, tokenizer, from-scratch models, SFT, three rounds of the
 once with its defaults into a fresh cache; its summary (demo.json, the tables it prints) must show
 correct and wrong training samples, groups with non-zero advantages, and at least two policy
 versions of each role. It does not ask for held-out progress: at this size the Coder's held-out
-pass@1 stays at 0 (docs/BENCHMARKS.md, The demo).
+pass@1 stays at 0 (docs/BENCHMARKS.md, The demo from zero).
 """
 
 from __future__ import annotations

@@ -11,6 +11,6 @@ Importing this package does not import torch.
 
 from kernelzero.gpu_workers.pool import EvaluatorPool, evaluate
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult
-from kernelzero.gpu_workers.sandbox import SandboxUnavailable
+from kernelzero.sandbox.launcher import SandboxUnavailable
 
 __all__ = ["EVALUATOR_VERSION", "EvalResult", "EvaluatorPool", "SandboxUnavailable", "evaluate"]

@@ -5,7 +5,7 @@ Run as `python -m kernelzero.gpu_workers.build CANDIDATE.py EXT_DIR [--slim-head
 compiles there (with lighter torch headers if asked, `gpu_workers/headers.py`), then prints one
 line, BUILD_LINE and a BuildOutcome as JSON (gpu_workers/messages.py). The GPU worker later imports the same
 source with the same directory, flags and headers, and `load_inline` finds the library already
-built. With --confinement the process first confines itself (gpu_workers/confine.py: the build
+built. With --confinement the process first confines itself (kernelzero/sandbox/confine.py: the build
 runs candidate code, and the compiler follows candidate-controlled paths) and prints CONFINED
 before the candidate is imported, or REFUSED with what is missing and stops: whatever the
 candidate prints comes after.
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
 
 def _confine(confinement_json: str, ext_dir: str) -> bool:
     """Confine this process to its build folder; prints CONFINED, or REFUSED with what is missing."""
-    from kernelzero.gpu_workers import confine
+    from kernelzero.sandbox import confine
     confinement = msgspec.json.decode(confinement_json, type=confine.Confinement)
     mechanisms = confine.enter(confinement, [ext_dir], os.path.join(ext_dir, ".home"))
     missing = confine.missing(confinement.required, mechanisms)

@@ -19,6 +19,15 @@ import tempfile
 
 # read once, when the worker imports this: a job's TMPDIR is its own scratch folder
 TURNS_DIR = os.path.join(tempfile.gettempdir(), "kernelzero-gpu-turns")
+TURNS_INSIDE = "/tmp/kernelzero-gpu-turns"  # TURNS_DIR as a worker in bubblewrap sees it (its own /tmp)
+
+
+def turns_dir() -> str:
+    """The host folder of gpu_workers/device_turns.py's locks, open to every uid (candidates take turns too)."""
+    path = os.path.join(tempfile.gettempdir(), "kernelzero-gpu-turns")
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, 0o1777)
+    return path
 
 
 class DeviceTurns:

@@ -5,7 +5,7 @@ problem does: an unusable problem is a `problem_error` result (and every later c
 problem gets the same answer without a run), a fault of the evaluator's own an `evaluator_error`
 result. It raises SandboxUnavailable (at start, or if a job finds less containment than required)
 when candidate code would run less contained than `require_sandbox` asks. Workers and builds start
-in the pool's sandbox (gpu_workers/sandbox.py); every result names it in evidence["sandbox"].
+in the pool's sandbox (kernelzero/sandbox/launcher.py); every result names it in evidence["sandbox"].
 A worker that dies or stops answering is replaced. Results are cached on disk by (problem hash,
 candidate hash, GPU, evaluator version, rule-relevant config, containment), signed
 (gpu_workers/signed_cache.py: an entry that does not verify is evaluated again); timeouts, lost
@@ -28,12 +28,12 @@ import msgspec
 
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import headers
+from kernelzero.gpu_workers.device_turns import TURNS_INSIDE, turns_dir
 from kernelzero.gpu_workers.messages import BUILD_LINE, CONFINED, REFUSED, BuildOutcome, Job, JobAnswer, SandboxRefusal
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult
-from kernelzero.gpu_workers.sandbox import (EXTENSIONS, TURNS_INSIDE, Sandbox, SandboxUnavailable, Workspace,
-                                            turns_dir)
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.static_check import check_source
+from kernelzero.sandbox.launcher import EXTENSIONS, Sandbox, SandboxUnavailable, Workspace
 
 NOT_CACHED = {"timeout", "evaluator_error"}
 NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy

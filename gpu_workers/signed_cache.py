@@ -2,7 +2,7 @@
 
 The key is 32 random bytes in `KEY_FILE` inside the cache folder, made on first use (mode 0600,
 created atomically so concurrent pools agree on one key). Candidate processes never see the
-cache folder (gpu_workers/sandbox.py), so they can neither read the key nor write an entry;
+cache folder (kernelzero/sandbox/launcher.py), so they can neither read the key nor write an entry;
 the signature also covers the entry's file name, so a genuine entry copied under another
 key's name does not verify. With the sandbox off a candidate runs as the evaluator's uid and
 can read the key: the signature then only catches accidents.

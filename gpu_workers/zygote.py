@@ -3,7 +3,7 @@
 The worker imports torch and Triton once (its parent sets TRITON_INTERPRET=1 for the CPU path) and never
 initialises CUDA, so forking it is safe and cheap. Each job's child gets its own session,
 resource limits and a scratch directory, and with a CONFINEMENT argument confines itself
-(gpu_workers/confine.py: the candidate's uid, Landlock, seccomp) before candidate code exists in
+(kernelzero/sandbox/confine.py: the candidate's uid, Landlock, seccomp) before candidate code exists in
 it; a job that would run with less than the required containment is refused. A timeout kills
 it, and a crash, abort or exit without a result becomes a verdict against the candidate (only its
 code can end the child early; an exit code proves nothing). An exception of the evaluator's own
@@ -36,7 +36,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 def serve_worker(argv: list[str]) -> None:
     """Entry point: length-prefixed msgpack Jobs on stdin, outcomes on stdout."""
-    from kernelzero.gpu_workers import confine
+    from kernelzero.sandbox import confine
     confinement = msgspec.json.decode(argv[0], type=confine.Confinement) if argv else None
     if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
@@ -138,7 +138,8 @@ def _close_inherited_fds(keep: int) -> None:
 
 def _confine(job, confinement) -> bytes | None:
     """Confine this job's process; a refusal to send instead of a result where required containment is missing."""
-    from kernelzero.gpu_workers import confine, device_turns
+    from kernelzero.gpu_workers import device_turns
+    from kernelzero.sandbox import confine
     writable = [p for p in (job.scratch_dir, job.extensions_dir) if p]
     if job.device.startswith("cuda"):
         writable.append(device_turns.TURNS_DIR)

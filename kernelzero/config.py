@@ -73,7 +73,7 @@ class EvaluatorConfig(Section):
     # get an equal share, and an evaluation that needs more runs alone with all of it (gpu_workers/memory.py)
     gpu_memory_fraction: float = 0.9
     time_compiled_reference: bool = False  # also time torch.compile(reference), interleaved (KernelBench reports both)
-    # containment of candidate processes (gpu_workers/sandbox.py, confine.py; docs/evaluator.md, Containment)
+    # containment of candidate processes (kernelzero/sandbox/launcher.py, confine.py; docs/evaluator.md, Containment)
     sandbox: bool = True  # off only to measure what containment costs; needs require_sandbox = false
     require_sandbox: bool | Literal["auto"] = "auto"  # auto: required wherever bwrap is found
     bwrap: str = ""  # path to bubblewrap; empty: `bwrap` on PATH, then .sandbox-tools/bwrap in the project

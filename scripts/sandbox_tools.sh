@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copy this machine's bubblewrap, and the libraries it links beyond glibc, into .sandbox-tools/ (ignored by git),
-# for a machine that cannot install it: gpu_workers/sandbox.py finds .sandbox-tools/bwrap and its lib/ there.
+# for a machine that cannot install it: kernelzero/sandbox/launcher.py finds .sandbox-tools/bwrap and its lib/ there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bwrap=$(command -v bwrap) || { echo "sandbox_tools: no bwrap on this machine: install bubblewrap first" >&2; exit 1; }

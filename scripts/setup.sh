@@ -14,7 +14,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 # bubblewrap contains candidate code (docs/evaluator.md, Containment); without it the sandbox tests skip
 if ! command -v bwrap >/dev/null 2>&1 && [ -x .sandbox-tools/bwrap ]; then
-  :  # carried with the checkout (scripts/sandbox_tools.sh): gpu_workers/sandbox.py finds it there
+  :  # carried with the checkout (scripts/sandbox_tools.sh): kernelzero/sandbox/launcher.py finds it there
 elif ! command -v bwrap >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive

@@ -2,7 +2,8 @@
 
 Read from the source's own import statements (function-level imports too), so that a lazy import
 cannot hide a dependency. The layers (README, Architecture):
-- foundation: the event contract, configuration, the event log, the stage host, the supervisor;
+- foundation: the event contract, configuration, the event log, the stage host, the supervisor, the
+  sandbox that runs untrusted code (bubblewrap, self-confinement, the fork server);
 - kit: what several stages read about KernelBench-format code (problems, code blocks, prompts,
   the API catalog, model loading);
 - stages: producers, consumers, gpu_workers, analytics, each importing only the two layers below
@@ -21,7 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"schemas": "kernelzero.schemas", "producers": "kernelzero.producers", "consumers": "kernelzero.consumers",
            "gpu_workers": "kernelzero.gpu_workers", "analytics": "kernelzero.analytics", "kernelzero": "kernelzero"}
-FOUNDATION = ("kernelzero.schemas", "kernelzero.config", "kernelzero.log", "kernelzero.stage", "kernelzero.supervisor")
+FOUNDATION = ("kernelzero.schemas", "kernelzero.config", "kernelzero.log", "kernelzero.stage", "kernelzero.supervisor",
+              "kernelzero.sandbox")
 KIT = ("kernelzero.problems", "kernelzero.codeblocks", "kernelzero.coder_prompts", "kernelzero.models",
        "kernelzero.producers.api_catalog")
 STAGES = ("kernelzero.producers", "kernelzero.consumers", "kernelzero.gpu_workers", "kernelzero.analytics")
@@ -91,6 +93,8 @@ def test_every_import_points_down_and_no_stage_imports_another() -> None:
     ("kernelzero.log.embedded", "kernelzero.problems", True),  # foundation reaching the kit
     ("kernelzero.consumers.validator", "kernelzero.producers.api_catalog", False),  # the catalog is the kit's
     ("kernelzero.demo", "kernelzero.gpu_workers", False),  # the application imports stages
+    ("kernelzero.sandbox.launcher", "kernelzero.gpu_workers.trial", True),  # the sandbox serves every stage
+    ("kernelzero.consumers.validator", "kernelzero.sandbox.forkserver", False),
 ])
 def test_the_rule_itself(importer: str, imported: str, expected: bool) -> None:
     assert upward(importer, imported) is expected

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelzero.gpu_workers import confine, landlock, seccomp
+from kernelzero.sandbox import confine, landlock, seccomp
 
 needs_seccomp = pytest.mark.skipif(not seccomp.supported(), reason=f"no syscall table for {seccomp.machine()}")
 needs_landlock = pytest.mark.skipif(landlock.abi_version() < 1, reason="this kernel has no Landlock")

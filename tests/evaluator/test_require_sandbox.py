@@ -9,7 +9,7 @@ import pytest
 
 from kernelzero.config import ConfigError, EvaluatorConfig, load_config
 from kernelzero.gpu_workers import EvaluatorPool
-from kernelzero.gpu_workers.sandbox import SandboxUnavailable, find_bwrap
+from kernelzero.sandbox.launcher import SandboxUnavailable, find_bwrap
 
 HERE = Path(__file__).parent
 RELU = (HERE / "problems" / "relu.py").read_text()
@@ -112,7 +112,7 @@ def compiler_in(folder: Path) -> Path:
 
 @needs_bwrap
 def test_a_compiler_outside_usr_is_bound_into_the_sandbox(tmp_path: Path, monkeypatch) -> None:
-    from kernelzero.gpu_workers.sandbox import Sandbox
+    from kernelzero.sandbox.launcher import Sandbox
 
     gcc = compiler_in(tmp_path)
     monkeypatch.setenv("CC", str(gcc))
@@ -124,7 +124,7 @@ def test_a_compiler_outside_usr_is_bound_into_the_sandbox(tmp_path: Path, monkey
 
 @needs_bwrap
 def test_a_compiler_the_sandbox_cannot_run_is_refused_at_start_not_charged(tmp_path: Path, monkeypatch) -> None:
-    from kernelzero.gpu_workers import sandbox
+    from kernelzero.sandbox import launcher as sandbox
 
     bwrap = find_bwrap("")  # named before PATH narrows: found on PATH, it would be lost with it
     monkeypatch.setenv("CC", str(compiler_in(tmp_path)))

@@ -20,8 +20,9 @@ import msgspec
 import pytest
 
 from kernelzero.config import EvaluatorConfig
-from kernelzero.gpu_workers import EvaluatorPool, confine
-from kernelzero.gpu_workers.sandbox import find_bwrap
+from kernelzero.gpu_workers import EvaluatorPool
+from kernelzero.sandbox import confine
+from kernelzero.sandbox.launcher import find_bwrap
 
 HERE = Path(__file__).parent
 CANDIDATES = HERE / "candidates_sandbox"

@@ -7,7 +7,7 @@ compilers' caches into the candidate's own folder, restricts writes to that fold
 Landlock, and installs the seccomp filter. `in_force` then reads back, from the process's own
 vantage point, which mechanisms are really in force (namespaces differ from the evaluator's,
 uid, limits, filters), so evidence never claims what was only asked for. Namespaces and the
-file system come from the launcher (gpu_workers/sandbox.py), not from here.
+file system come from the launcher (kernelzero/sandbox/launcher.py), not from here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 
 import msgspec
 
-from kernelzero.gpu_workers import landlock, seccomp
+from kernelzero.sandbox import landlock, seccomp
 
 # what each mechanism name in evidence means; REQUIRED is what `require_sandbox` insists on
 MECHANISMS = {
@@ -32,7 +32,7 @@ MECHANISMS = {
     "user": "its own user namespace",
     "uid": "a uid other than the evaluator's (the evaluator runs as root and maps candidate_uid)",
     "env": "an environment holding only the variables compilers and CUDA need (no credentials)",
-    "seccomp": "the seccomp filter of gpu_workers/seccomp.py",
+    "seccomp": "the seccomp filter of kernelzero/sandbox/seccomp.py",
     "landlock": "Landlock: writes only beneath its own folders, no signals out of its domain",
     "nproc": "a process limit that binds (RLIMIT_NPROC on a uid other than root, with no capabilities)",
     "nofile": "an open-file limit (RLIMIT_NOFILE)",

@@ -12,12 +12,12 @@ checkpoints and home are not there. The environment is cut to what compilers and
 When the evaluator runs as root it writes the user namespace's maps itself (bwrap
 `--userns-block-fd`): ns uid 0 is the evaluator (keeping CAP_SETUID, CAP_SETGID and CAP_KILL
 within the namespace), ns uid 1000 is `candidate_uid` on the host, which candidate code takes
-before it runs (gpu_workers/confine.py), so RLIMIT_NPROC binds it and it cannot touch the worker.
+before it runs (kernelzero/sandbox/confine.py), so RLIMIT_NPROC binds it and it cannot touch the worker.
 Without root, bwrap maps the user's own uid and candidate and worker share it.
 
 `Sandbox.probe` starts a process in it as a candidate's would start and reads back what is in
 force; where `require_sandbox` asks for more it raises SandboxUnavailable naming each mechanism
-that is missing (`python -m kernelzero.gpu_workers.probe` prints what holds on this machine).
+that is missing (`python -m kernelzero.sandbox.probe` prints what holds on this machine).
 """
 
 from __future__ import annotations
@@ -30,20 +30,18 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
 import msgspec
 
 from kernelzero.config import EvaluatorConfig
-from kernelzero.gpu_workers import confine
+from kernelzero.sandbox import confine
 
-TOOLS_DIR = Path(__file__).resolve().parents[1] / ".sandbox-tools"  # bwrap (and lib/) carried with a checkout
+TOOLS_DIR = Path(__file__).resolve().parents[2] / ".sandbox-tools"  # bwrap (and lib/) carried with a checkout
 INSIDE_ID = 1000  # the candidate's uid and gid in the sandbox's user namespace
 WORKER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")  # within the namespace: take the candidate's uid, kill it
 AREA, JOB, EXTENSIONS, SHARED_MEMORY = "/kz", "/kz/job", "/kz/ext", "/dev/shm"
-TURNS_INSIDE = "/tmp/kernelzero-gpu-turns"  # gpu_workers/device_turns.py's folder, as a worker sees it
 PACKAGES = ("kernelzero", "kernelzero.gpu_workers", "kernelzero.schemas")  # what workers and builds import of ours
 SYSTEM_TOP = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 COMPILERS = ("cc", "c++", "gcc", "g++", "clang")  # what Triton's launcher build and load_inline may call
@@ -108,7 +106,7 @@ class Sandbox:
 
     def _check_compiler(self, inside: str) -> None:
         """A compiler that runs here but not in the sandbox would fail every Triton or CUDA build as the candidate's."""
-        from kernelzero.gpu_workers.probe import usable_compiler
+        from kernelzero.sandbox.probe import usable_compiler
 
         here = usable_compiler()
         if here and not inside:
@@ -135,7 +133,7 @@ class Sandbox:
                 + f". In force: {self.label}. Set require_sandbox = false to evaluate with what is in force.")
 
     def confinement(self) -> confine.Confinement:
-        """What candidate processes apply to themselves (gpu_workers/confine.py)."""
+        """What candidate processes apply to themselves (kernelzero/sandbox/confine.py)."""
         return confine.Confinement(launcher=self.launcher, switch_id=INSIDE_ID if self.maps_candidate else -1,
                                    max_processes=self.config.max_processes,
                                    max_open_files=self.config.max_open_files, required=self.required,
@@ -249,7 +247,7 @@ class Sandbox:
         area = Workspace(self, self.cache_dir / "scratch" / f"probe-{uuid.uuid4().hex}")
         try:
             scratch, _ = area.prepare("")
-            proc = await self.start([sys.executable, "-m", "kernelzero.gpu_workers.probe", self.confinement_arg(),
+            proc = await self.start([sys.executable, "-m", "kernelzero.sandbox.probe", self.confinement_arg(),
                                      scratch], writable=area.binds(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             out, err = await proc.communicate()
         finally:
@@ -301,14 +299,6 @@ class Workspace:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def turns_dir() -> str:
-    """The host folder of gpu_workers/device_turns.py's locks, open to every uid (candidates take turns too)."""
-    path = os.path.join(tempfile.gettempdir(), "kernelzero-gpu-turns")
-    os.makedirs(path, exist_ok=True)
-    os.chmod(path, 0o1777)
-    return path
 
 
 def read_only_paths(extra: list[str]) -> list[str]:

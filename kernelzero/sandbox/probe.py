@@ -1,10 +1,10 @@
 """The start-up probe: what containment holds for a candidate process on this machine; it evaluates nothing.
 
-`python -m kernelzero.gpu_workers.probe CONFINEMENT_JSON FOLDER` is the process a pool starts in its
-sandbox (gpu_workers/sandbox.py): it confines itself as a candidate's process does
-(gpu_workers/confine.py), tries the C compiler Triton and load_inline would run, and prints the
+`python -m kernelzero.sandbox.probe CONFINEMENT_JSON FOLDER` is the process a pool starts in its
+sandbox (kernelzero/sandbox/launcher.py): it confines itself as a candidate's process does
+(kernelzero/sandbox/confine.py), tries the C compiler Triton and load_inline would run, and prints the
 mechanisms in force and the compiler that ran ("" when none did) as one JSON object.
-`python -m kernelzero.gpu_workers.probe` alone probes with the defaults and KERNELZERO_EVALUATOR_*
+`python -m kernelzero.sandbox.probe` alone probes with the defaults and KERNELZERO_EVALUATOR_*
 variables and prints what evidence would say, or the refusal (exit status 2). The package does not
 import this module, so `-m` runs it once.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import msgspec
 
-from kernelzero.gpu_workers import confine
+from kernelzero.sandbox import confine
 
 
 def answer(confinement_json: str, folder: str) -> int:
@@ -42,7 +42,7 @@ def usable_compiler() -> str:
 
 def report() -> int:
     from kernelzero.config import load_config
-    from kernelzero.gpu_workers.sandbox import Sandbox, SandboxUnavailable
+    from kernelzero.sandbox.launcher import Sandbox, SandboxUnavailable
     config = load_config().evaluator
     sandbox = Sandbox(config, Path(os.path.expanduser(config.cache_dir)))
     try:

@@ -1,0 +1,9 @@
+"""The one way to run untrusted code (Proposer modules, Coder candidates): bubblewrap, self-confinement, a fork server; it bounds and contains, it does not judge.
+
+- launcher.py: starts a process in bubblewrap (namespaces, read-only binds, one writable folder);
+- confine.py, landlock.py, seccomp.py: what that process applies to itself before untrusted code exists in it;
+- probe.py: what containment holds on this machine;
+
+Containment is only as strong as the kernel's namespaces, Landlock and seccomp on this machine;
+docs/evaluator.md (Containment) says what each mechanism holds back and what it does not.
+"""

@@ -3,6 +3,7 @@
 - launcher.py: starts a process in bubblewrap (namespaces, read-only binds, one writable folder);
 - confine.py, landlock.py, seccomp.py: what that process applies to itself before untrusted code exists in it;
 - probe.py: what containment holds on this machine;
+- forkserver.py: the long-lived server in the sandbox that runs each request in a fresh, confined fork.
 
 Containment is only as strong as the kernel's namespaces, Landlock and seccomp on this machine;
 docs/evaluator.md (Containment) says what each mechanism holds back and what it does not.

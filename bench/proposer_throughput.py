@@ -34,7 +34,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from kernelzero.config import ValidatorConfig
-    from kernelzero.consumers.validator import Sandbox, validate
+    from kernelzero.consumers.validator import validate, validator_sandbox
     from kernelzero.producers import api_catalog
     from kernelzero.producers.synthesizer import SynthesisError, synthesize
 
@@ -50,7 +50,7 @@ def main() -> int:
     synth_s = time.perf_counter() - start
 
     config = ValidatorConfig(device=args.device, cpu_threads=1)
-    sandboxes = [Sandbox() for _ in range(args.workers)]
+    sandboxes = [validator_sandbox(device=config.device) for _ in range(args.workers)]
     for box in sandboxes:  # start the zygotes before timing
         validate(modules[0].source, modules[0].apis, config, sandbox=box)
     free = list(sandboxes)

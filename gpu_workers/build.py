@@ -22,7 +22,8 @@ import traceback
 import msgspec
 
 from kernelzero.gpu_workers import headers
-from kernelzero.gpu_workers.messages import BUILD_LINE, CONFINED, REFUSED, BuildOutcome, SandboxRefusal
+from kernelzero.gpu_workers.messages import BUILD_LINE, BuildOutcome
+from kernelzero.sandbox.messages import CONFINED, REFUSED, SandboxRefusal
 
 
 def main(argv: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""Every message between the evaluator's processes, typed: the pool's Job to a worker, the worker's JobAnswer, a build process's BuildOutcome and a SandboxRefusal from either; shapes only, no behaviour and no torch."""
+"""Every message between the evaluator's processes, typed: the pool's Job to a worker, the worker's JobAnswer, a build process's BuildOutcome (a SandboxRefusal from either is kernelzero/sandbox/messages.py's); shapes only, no behaviour and no torch."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import msgspec
 
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers.result import EvalResult
+from kernelzero.sandbox.messages import SandboxRefusal
 
 BUILD_LINE = "KZ_BUILD "  # a build process's last line: this, then its BuildOutcome as JSON
-CONFINED, REFUSED = "KZ_CONFINED", "KZ_REFUSED "  # printed before candidate code runs; REFUSED + SandboxRefusal JSON
 
 
 class Job(msgspec.Struct, kw_only=True):
@@ -24,13 +24,6 @@ class Job(msgspec.Struct, kw_only=True):
     arch_list: str = ""  # TORCH_CUDA_ARCH_LIST the extensions were built for
     slim_headers: bool = False  # the extensions were built with gpu_workers/headers.py's lighter headers
     gpu_sharing: int = 1  # evaluator workers sharing this GPU: each has a share of its memory (memory.py)
-
-
-class SandboxRefusal(msgspec.Struct):
-    """A job's or build's process could not get the containment required of it, and ran nothing of the candidate."""
-
-    missing: list[str]  # the mechanisms (confine.REQUIRED names) that did not hold
-    in_force: str  # what did hold (confine.label)
 
 
 class JobAnswer(msgspec.Struct, omit_defaults=True):

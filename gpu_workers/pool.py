@@ -29,11 +29,12 @@ import msgspec
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import headers
 from kernelzero.gpu_workers.device_turns import TURNS_INSIDE, turns_dir
-from kernelzero.gpu_workers.messages import BUILD_LINE, CONFINED, REFUSED, BuildOutcome, Job, JobAnswer, SandboxRefusal
+from kernelzero.gpu_workers.messages import BUILD_LINE, BuildOutcome, Job, JobAnswer
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.static_check import check_source
 from kernelzero.sandbox.launcher import EXTENSIONS, Sandbox, SandboxUnavailable, Workspace
+from kernelzero.sandbox.messages import CONFINED, REFUSED, SandboxRefusal
 
 NOT_CACHED = {"timeout", "evaluator_error"}
 NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy

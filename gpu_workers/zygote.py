@@ -20,9 +20,10 @@ import signal
 
 import msgspec
 
-from kernelzero.gpu_workers.messages import Job, JobAnswer, SandboxRefusal
+from kernelzero.gpu_workers.messages import Job, JobAnswer
 from kernelzero.gpu_workers.result import EvalResult
 from kernelzero.sandbox import forkserver
+from kernelzero.sandbox.messages import SandboxRefusal
 
 
 class EvaluationJobs:

@@ -1,6 +1,6 @@
-"""How processes that run candidate code (workers, builds) start: in bubblewrap, what bound where; not what they do inside.
+"""How processes that run untrusted code (evaluator workers and builds, the validator's fork server) start: in bubblewrap, what bound where; not what they do inside.
 
-A worker (one per GPU, persistent) and each CUDA build start inside `bwrap` with their own
+A worker (one per GPU, persistent), each CUDA build and the validator's fork server start inside `bwrap` with their own
 user, network, PID, IPC, UTS and cgroup namespaces and a file system made of read-only binds:
 the system folders, the Python installation and the project's package folders, plus `/proc`,
 a minimal `/dev` (and the NVIDIA device files for a GPU worker), `/sys` read-only, and an empty
@@ -43,6 +43,7 @@ INSIDE_ID = 1000  # the candidate's uid and gid in the sandbox's user namespace
 WORKER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")  # within the namespace: take the candidate's uid, kill it
 AREA, JOB, EXTENSIONS, SHARED_MEMORY = "/kz", "/kz/job", "/kz/ext", "/dev/shm"
 PACKAGES = ("kernelzero", "kernelzero.gpu_workers", "kernelzero.schemas")  # what workers and builds import of ours
+VALIDATOR_PACKAGES = ("kernelzero", "kernelzero.consumers", "kernelzero.producers", "kernelzero.schemas")
 SYSTEM_TOP = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 COMPILERS = ("cc", "c++", "gcc", "g++", "clang")  # what Triton's launcher build and load_inline may call
 SYSTEM_BOUND = ("/usr", "/etc", "/sys", *SYSTEM_TOP)  # host folders bound whole: what lies below them exists
@@ -62,9 +63,11 @@ def find_bwrap(setting: str) -> str | None:
 class Sandbox:
     """The launcher of one EvaluatorPool: its mode ("bwrap", "none": no bubblewrap, "off"), and what holds in it."""
 
-    def __init__(self, config: EvaluatorConfig, cache_dir: Path):
+    def __init__(self, config: EvaluatorConfig, cache_dir: Path, packages: tuple[str, ...] = PACKAGES):
+        """`config`: [evaluator]'s containment settings; `packages`: our packages the sandboxed processes import."""
         self.config = config
         self.cache_dir = cache_dir
+        self.packages = packages
         self.bwrap = find_bwrap(config.bwrap) if config.sandbox else None
         self.mode = "off" if not config.sandbox else ("bwrap" if self.bwrap else "none")
         # root can map a second uid into bwrap's user namespace; without bwrap the candidate keeps the evaluator's
@@ -183,7 +186,42 @@ class Sandbox:
             os.close(info_w)
             os.close(block_r)
         try:
-            info = await asyncio.to_thread(_read_all, info_r)
+            await asyncio.to_thread(self._map_candidate, info_r, block_w)
+        except SandboxUnavailable:
+            proc.kill()
+            await proc.wait()
+            raise
+        return proc
+
+    def popen(self, command: list[str], *, writable: list[tuple[str, str]], gpu: bool = False,
+              env: dict[str, str | None] | None = None, **kwargs) -> subprocess.Popen:
+        """`start`, for a caller without an event loop: a subprocess.Popen (keyword arguments go to it)."""
+        env = self._environment(env or {})
+        if self.mode != "bwrap":
+            return subprocess.Popen(command, env=env, **kwargs)
+        args = self._bwrap_args(writable, gpu, env)
+        if not self.maps_candidate:
+            return subprocess.Popen([self.bwrap, *args, "--", *command], env=self._bwrap_env(env), **kwargs)
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        try:
+            proc = subprocess.Popen([self.bwrap, "--userns-block-fd", str(block_r), "--info-fd", str(info_w), *args,
+                                     "--", *command], env=self._bwrap_env(env), pass_fds=(block_r, info_w), **kwargs)
+        finally:
+            os.close(info_w)
+            os.close(block_r)
+        try:
+            self._map_candidate(info_r, block_w)
+        except SandboxUnavailable:
+            proc.kill()
+            proc.wait()
+            raise
+        return proc
+
+    def _map_candidate(self, info_r: int, block_w: int) -> None:
+        """Read bwrap's child pid from --info-fd, write its uid and gid maps, let it go on; closes both ends."""
+        try:
+            info = _read_all(info_r)
             if info:  # empty: bwrap failed before it cloned; its exit status and stderr tell why
                 child = json.loads(info)["child-pid"]
                 candidate = self.config.candidate_uid
@@ -191,14 +229,11 @@ class Sandbox:
                 _write(f"/proc/{child}/gid_map", f"0 {os.getgid()} 1\n{INSIDE_ID} {candidate} 1\n")
                 os.write(block_w, b"1")
         except OSError as exc:
-            proc.kill()
-            await proc.wait()
             raise SandboxUnavailable(f"could not map candidate_uid {self.config.candidate_uid} into the sandbox's "
                                      f"user namespace: {exc}") from None
         finally:
             os.close(info_r)
             os.close(block_w)
-        return proc
 
     def _environment(self, changes: dict[str, str | None]) -> dict[str, str]:
         env = dict(os.environ)
@@ -227,7 +262,7 @@ class Sandbox:
             args += ["--setenv", "LD_LIBRARY_PATH", env["LD_LIBRARY_PATH"]] if "LD_LIBRARY_PATH" in env \
                 else ["--unsetenv", "LD_LIBRARY_PATH"]
         args += _system_mounts()
-        read_only = read_only_paths(self.config.sandbox_binds)
+        read_only = read_only_paths(self.config.sandbox_binds, self.packages)
         cache = str(self.cache_dir.resolve())
         masked = [cache] if any(_within(cache, path) for path in read_only) else []
         for folder in _folders_above([*read_only, *(inside for _, inside in writable)]):
@@ -301,14 +336,14 @@ class Workspace:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def read_only_paths(extra: list[str]) -> list[str]:
+def read_only_paths(extra: list[str], packages: tuple[str, ...] = PACKAGES) -> list[str]:
     """Host paths bound read-only beyond the system folders: Python, the Python path, our packages, CUDA, the C compilers, `extra`.
 
     A source checkout on the Python path (it holds our package folders and a pyproject.toml or
     .git) is replaced by the package folders alone: its runs/, logs and checkpoints stay out.
     The home folder and its ancestors are never bound whole.
     """
-    packages = _package_dirs()
+    packages = _package_dirs(packages)
     home = os.path.expanduser("~")
     paths = [sys.base_prefix, sys.prefix, sys.exec_prefix, *packages, *_cuda_dirs(), *_compiler_dirs(), *extra]
     for entry in sys.path:
@@ -353,9 +388,9 @@ def _folders_above(paths: list[str]) -> list[str]:
     return sorted(above)
 
 
-def _package_dirs() -> list[str]:
+def _package_dirs(names: tuple[str, ...]) -> list[str]:
     dirs = []
-    for name in PACKAGES:
+    for name in names:
         spec = importlib.util.find_spec(name)
         dirs += list(spec.submodule_search_locations or []) if spec else []
     return dirs

@@ -1,16 +1,16 @@
-"""Shared fixtures of the proposer tests: one validator sandbox per session (its zygote imports torch once)."""
+"""Shared fixtures of the proposer tests: one validator sandbox per session (its fork server imports torch once)."""
 
 import pytest
 
 from kernelzero.config import ValidatorConfig
-from kernelzero.consumers.validator import Sandbox
+from kernelzero.consumers.validator import validator_sandbox
 
 SMALL = 2.0 ** -13  # problem scale for CPU tests: ~8k elements per tensor
 
 
 @pytest.fixture(scope="session")
 def sandbox():
-    box = Sandbox()
+    box = validator_sandbox()
     yield box
     box.close()
 

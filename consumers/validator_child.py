@@ -14,7 +14,6 @@ import os
 import resource
 import signal
 import time
-from typing import Any
 
 import msgspec
 
@@ -22,47 +21,7 @@ from kernelzero.consumers.validator import (REASONS, REQUIRED, ModuleVerdict, Va
                                             trace_names_for)
 from kernelzero.sandbox import forkserver
 from kernelzero.sandbox.messages import SandboxRefusal
-
-
-def _func_name(func: Any) -> str:
-    name = getattr(func, "__name__", None) or str(func)
-    return name if name.startswith("__") else name.rstrip("_")
-
-
-def _aten_name(op: Any) -> str:
-    parts = str(op).split(".")
-    return (parts[1] if len(parts) > 1 else parts[0]).rstrip("_")
-
-
-def _make_tracer():
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
-    import torch
-
-    calls: list[tuple[str, tuple[int, ...]]] = []
-    aten: set[str] = set()
-
-    class FunctionTrace(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            name = _func_name(func)
-            if not name.startswith("__"):
-                calls.append((name, tuple(a.dim() for a in args if isinstance(a, torch.Tensor))))
-            return func(*args, **(kwargs or {}))
-
-    class DispatchTrace(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            aten.add(_aten_name(func))
-            return func(*args, **(kwargs or {}))
-
-    return FunctionTrace(), DispatchTrace(), calls, aten
-
-
-def _tensors(value: Any, torch) -> list:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
-        return list(value)
-    raise TypeError(f"forward returned {type(value).__name__}, not a tensor or a tuple of tensors")
+from kernelzero.tracing import CallTrace, OpTrace, tensors
 
 
 def _rss_bytes() -> int:
@@ -101,7 +60,7 @@ def _run_checks(request: ValidationRequest) -> dict:
         model = problem.Model(*problem.get_init_inputs()).to(device)
         torch.manual_seed(seed)
         inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
-        modes = _make_tracer() if trace else None
+        modes = (CallTrace(), OpTrace()) if trace else None
         if device == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
@@ -114,10 +73,11 @@ def _run_checks(request: ValidationRequest) -> dict:
         if device == "cuda":
             torch.cuda.synchronize()
         elapsed_ms = (time.perf_counter() - start) * 1000
-        return [t.detach().to("cpu", copy=True) for t in _tensors(out, torch)], elapsed_ms, modes
+        return [t.detach().to("cpu", copy=True) for t in tensors(out, strict=True)], elapsed_ms, modes
 
     try:
-        first, _, (_, _, calls, aten) = run(request.seed, trace=True)
+        first, _, (called, dispatched) = run(request.seed, trace=True)
+        calls, aten = called.calls, {name.rstrip("_") for name in dispatched.ops}
         second, runtime_ms, _ = run(request.seed, trace=False)
     except MemoryError as exc:
         return {**result, "reason": "too_much_memory", "detail": f"MemoryError: {exc}"}
@@ -199,8 +159,7 @@ class ModuleChecks:
         # One traced op here imports the tracing machinery once, not in every fork; one thread, so
         # that no OpenMP worker threads exist when the server forks.
         torch.set_num_threads(1)
-        function_mode, dispatch_mode, _, _ = _make_tracer()
-        with torch.no_grad(), function_mode, dispatch_mode:
+        with torch.no_grad(), CallTrace(), OpTrace():
             torch.nn.functional.layer_norm(torch.randn(4, 8), (8,)).sum()
 
     def timeout_s(self, request: ValidationRequest) -> float:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from kernelzero.tracing import OpTrace
 
 # aten ops that move, view, create or fill data: never "the work" of a problem
 GLUE_PREFIXES = ("empty", "zeros", "ones", "full", "new_", "arange", "scalar_tensor", "rand", "linspace")
@@ -72,22 +73,16 @@ def implied_ops(name: str, args: tuple, kwargs: dict) -> list[str]:
     return []
 
 
-class OpRecorder(TorchDispatchMode):
-    """Names of non-glue aten ops run outside custom kernel launches while active, and what fused ones also did."""
+class OpRecorder(OpTrace):
+    """Names of non-glue aten ops run outside custom kernel launches while active (`compute_ops`), and what fused ones also did."""
 
     def __init__(self, launches: "LaunchLog") -> None:
-        super().__init__()
+        super().__init__(counts=lambda func: not launches.inside and not is_glue(func), also=implied_ops)
         self.launches = launches
-        self.compute_ops: list[str] = []
-        self.implied: list[str] = []
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if not self.launches.inside and not is_glue(func):
-            name = func.overloadpacket.__name__
-            self.compute_ops.append(name)
-            self.implied += implied_ops(name, args, kwargs)
-        return func(*args, **kwargs)
+    @property
+    def compute_ops(self) -> list[str]:
+        return self.ops
 
 
 @dataclass

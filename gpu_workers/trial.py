@@ -33,6 +33,7 @@ from kernelzero.gpu_workers import compare, device_turns, headers, instruments, 
 from kernelzero.gpu_workers.messages import Job, JobAnswer
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
 from kernelzero.problems import ProblemError, load_problem
+from kernelzero.tracing import tensors
 
 CANDIDATE_MODULE = "kz_candidate"
 # other input distributions: fp16 overflows and underflows, and the sign flipped (a problem drawing with
@@ -63,12 +64,8 @@ class EarlyVerdict(Exception):
         self.evidence = {k: str(v)[:2000] for k, v in evidence.items()}
 
 
-def _tensors(values: list[Any]) -> list[torch.Tensor]:
-    return [v for v in values if isinstance(v, torch.Tensor)]
-
-
 def _nbytes(values: list[Any]) -> int:
-    return sum(t.numel() * t.element_size() for t in _tensors(values))
+    return sum(t.numel() * t.element_size() for t in tensors(values))
 
 
 def _permute_chunk(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -257,7 +254,7 @@ class TrialRun:
         if not check.ok:
             raise ProblemFailed("non_deterministic", check.detail)
         outs = self.expected[:natives]
-        if all(compare.is_constant(t) or t.numel() <= 1 for out in outs for t in _tensors(out)) and \
+        if all(compare.is_constant(t) or t.numel() <= 1 for out in outs for t in tensors(out)) and \
                 all(compare.compare_outputs(outs[0], o, 0, 0).ok for o in outs[1:]):
             raise ProblemFailed("constant_output", "the reference output does not depend on the inputs")
         self.ref_ops, self.ref_implied = self._ref_compute_ops()
@@ -338,7 +335,7 @@ class TrialRun:
             raise EarlyVerdict("runtime_error", "init_failed", error=_short(exc)) from None
         self.buffers = self._inputs(0)
         weights = [*self.model.parameters(), *self.model.buffers()]
-        self.launches.protected = [instruments.storage_range(t) for t in [*_tensors(self.buffers), *weights]]
+        self.launches.protected = [instruments.storage_range(t) for t in [*tensors(self.buffers), *weights]]
         self.checks.append("import")
 
     def _check_integrity(self, when: str) -> None:
@@ -359,7 +356,7 @@ class TrialRun:
         memory plan (none where the problem leaves no room).
         """
         blocks = []
-        for t in _tensors(outputs):
+        for t in tensors(outputs):
             for _ in range(self.plan.poison_blocks):
                 block = torch.empty(t.numel() * t.element_size(), dtype=torch.uint8, device=t.device)
                 block.fill_(compare.POISON_BYTE)

@@ -5,7 +5,7 @@ cannot hide a dependency. The layers (README, Architecture):
 - foundation: the event contract, configuration, the event log, the stage host, the supervisor, the
   sandbox that runs untrusted code (bubblewrap, self-confinement, the fork server);
 - kit: what several stages read about KernelBench-format code (problems, code blocks, prompts,
-  the API catalog, model loading);
+  the API catalog, model loading, the op tracer and tensor walker);
 - stages: producers, consumers, gpu_workers, analytics, each importing only the two layers below
   and itself: stages talk through events;
 - application: the command line, services, demo, bootstrap and benches; the only layer that
@@ -25,7 +25,7 @@ FOLDERS = {"schemas": "kernelzero.schemas", "producers": "kernelzero.producers",
 FOUNDATION = ("kernelzero.schemas", "kernelzero.config", "kernelzero.log", "kernelzero.stage", "kernelzero.supervisor",
               "kernelzero.sandbox")
 KIT = ("kernelzero.problems", "kernelzero.codeblocks", "kernelzero.coder_prompts", "kernelzero.models",
-       "kernelzero.producers.api_catalog")
+       "kernelzero.producers.api_catalog", "kernelzero.tracing")
 STAGES = ("kernelzero.producers", "kernelzero.consumers", "kernelzero.gpu_workers", "kernelzero.analytics")
 
 

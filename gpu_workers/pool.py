@@ -33,8 +33,9 @@ from kernelzero.gpu_workers.messages import BUILD_LINE, BuildOutcome, Job, JobAn
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.static_check import check_source
-from kernelzero.sandbox.launcher import EXTENSIONS, Sandbox, SandboxUnavailable, Workspace
+from kernelzero.sandbox.launcher import Sandbox, SandboxUnavailable
 from kernelzero.sandbox.messages import CONFINED, REFUSED, SandboxRefusal
+from kernelzero.sandbox.workspace import EXTENSIONS, Workspace
 
 NOT_CACHED = {"timeout", "evaluator_error"}
 NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy

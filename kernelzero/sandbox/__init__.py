@@ -1,6 +1,7 @@
 """The one way to run untrusted code (Proposer modules, Coder candidates): bubblewrap, self-confinement, a fork server; it bounds and contains, it does not judge.
 
 - launcher.py: starts a process in bubblewrap (namespaces, read-only binds, one writable folder);
+- workspace.py: that writable folder (a fresh scratch per request);
 - confine.py, landlock.py, seccomp.py: what that process applies to itself before untrusted code exists in it;
 - probe.py: what containment holds on this machine;
 - forkserver.py: the long-lived server in the sandbox that runs each request in a fresh, confined fork.

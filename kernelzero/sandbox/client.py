@@ -2,7 +2,7 @@
 
 `ForkServerClient(sandbox, module, workspace_root)` starts `python -m MODULE [CONFINEMENT_JSON]`
 (a module whose main runs forkserver.serve) through `launcher.Sandbox.popen`, once probed, with
-its workspace (launcher.Workspace) bound writable. `request` answers the server's bytes, or
+its workspace (workspace.py) bound writable. `request` answers the server's bytes, or
 None when the server died or did not answer in time (it is started afresh next time).
 The evaluator's pool talks to its workers the same way with asyncio (gpu_workers/pool.py).
 """
@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from kernelzero.sandbox import forkserver
-from kernelzero.sandbox.launcher import Sandbox, Workspace
+from kernelzero.sandbox.launcher import Sandbox
+from kernelzero.sandbox.workspace import Workspace
 
 START_TIMEOUT_S = 300.0
 

@@ -37,11 +37,11 @@ import msgspec
 
 from kernelzero.config import EvaluatorConfig
 from kernelzero.sandbox import confine
+from kernelzero.sandbox.workspace import SHARED_MEMORY, Workspace
 
 TOOLS_DIR = Path(__file__).resolve().parents[2] / ".sandbox-tools"  # bwrap (and lib/) carried with a checkout
 INSIDE_ID = 1000  # the candidate's uid and gid in the sandbox's user namespace
 WORKER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")  # within the namespace: take the candidate's uid, kill it
-AREA, JOB, EXTENSIONS, SHARED_MEMORY = "/kz", "/kz/job", "/kz/ext", "/dev/shm"
 PACKAGES = ("kernelzero", "kernelzero.gpu_workers", "kernelzero.schemas")  # what workers and builds import of ours
 VALIDATOR_PACKAGES = ("kernelzero", "kernelzero.consumers", "kernelzero.producers", "kernelzero.schemas")
 SYSTEM_TOP = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -164,29 +164,15 @@ class Sandbox:
         `env` sets (None: removes) variables of the environment the sandbox passes on; the other
         keyword arguments go to asyncio.create_subprocess_exec.
         """
-        env = self._environment(env or {})
-        if self.mode != "bwrap":
-            return await asyncio.create_subprocess_exec(*command, env=env, **kwargs)
-        args = self._bwrap_args(writable, gpu, env)
-        if not self.maps_candidate:
-            return await asyncio.create_subprocess_exec(self.bwrap, *args, "--", *command, env=self._bwrap_env(env),
-                                                        **kwargs)
-        return await self._start_mapped(args, command, env, **kwargs)
-
-    async def _start_mapped(self, args: list[str], command: list[str], env: dict[str, str],
-                            **kwargs) -> asyncio.subprocess.Process:
-        """bwrap waits (--userns-block-fd) while we write a two-uid map: the evaluator as 0, the candidate as INSIDE_ID."""
-        info_r, info_w = os.pipe()
-        block_r, block_w = os.pipe()
+        argv, env, uid_map = self._launch(command, writable, gpu, env or {})
+        if uid_map is None:
+            return await asyncio.create_subprocess_exec(*argv, env=env, **kwargs)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                self.bwrap, "--userns-block-fd", str(block_r), "--info-fd", str(info_w), *args, "--", *command,
-                env=self._bwrap_env(env), pass_fds=(block_r, info_w), **kwargs)
+            proc = await asyncio.create_subprocess_exec(*argv, env=env, pass_fds=uid_map.passed, **kwargs)
         finally:
-            os.close(info_w)
-            os.close(block_r)
+            uid_map.spawned()
         try:
-            await asyncio.to_thread(self._map_candidate, info_r, block_w)
+            await asyncio.to_thread(uid_map.write)
         except SandboxUnavailable:
             proc.kill()
             await proc.wait()
@@ -196,44 +182,30 @@ class Sandbox:
     def popen(self, command: list[str], *, writable: list[tuple[str, str]], gpu: bool = False,
               env: dict[str, str | None] | None = None, **kwargs) -> subprocess.Popen:
         """`start`, for a caller without an event loop: a subprocess.Popen (keyword arguments go to it)."""
-        env = self._environment(env or {})
-        if self.mode != "bwrap":
-            return subprocess.Popen(command, env=env, **kwargs)
-        args = self._bwrap_args(writable, gpu, env)
-        if not self.maps_candidate:
-            return subprocess.Popen([self.bwrap, *args, "--", *command], env=self._bwrap_env(env), **kwargs)
-        info_r, info_w = os.pipe()
-        block_r, block_w = os.pipe()
+        argv, env, uid_map = self._launch(command, writable, gpu, env or {})
+        if uid_map is None:
+            return subprocess.Popen(argv, env=env, **kwargs)
         try:
-            proc = subprocess.Popen([self.bwrap, "--userns-block-fd", str(block_r), "--info-fd", str(info_w), *args,
-                                     "--", *command], env=self._bwrap_env(env), pass_fds=(block_r, info_w), **kwargs)
+            proc = subprocess.Popen(argv, env=env, pass_fds=uid_map.passed, **kwargs)
         finally:
-            os.close(info_w)
-            os.close(block_r)
+            uid_map.spawned()
         try:
-            self._map_candidate(info_r, block_w)
+            uid_map.write()
         except SandboxUnavailable:
             proc.kill()
             proc.wait()
             raise
         return proc
 
-    def _map_candidate(self, info_r: int, block_w: int) -> None:
-        """Read bwrap's child pid from --info-fd, write its uid and gid maps, let it go on; closes both ends."""
-        try:
-            info = _read_all(info_r)
-            if info:  # empty: bwrap failed before it cloned; its exit status and stderr tell why
-                child = json.loads(info)["child-pid"]
-                candidate = self.config.candidate_uid
-                _write(f"/proc/{child}/uid_map", f"0 {os.getuid()} 1\n{INSIDE_ID} {candidate} 1\n")
-                _write(f"/proc/{child}/gid_map", f"0 {os.getgid()} 1\n{INSIDE_ID} {candidate} 1\n")
-                os.write(block_w, b"1")
-        except OSError as exc:
-            raise SandboxUnavailable(f"could not map candidate_uid {self.config.candidate_uid} into the sandbox's "
-                                     f"user namespace: {exc}") from None
-        finally:
-            os.close(info_r)
-            os.close(block_w)
+    def _launch(self, command: list[str], writable: list[tuple[str, str]], gpu: bool,
+                env: dict[str, str | None]) -> tuple[list[str], dict[str, str], "_UidMap | None"]:
+        """(argv, its environment, the uid map to write once it started, if any) for `command` in the sandbox."""
+        env = self._environment(env)
+        if self.mode != "bwrap":
+            return command, env, None
+        args = self._bwrap_args(writable, gpu, env)
+        uid_map = _UidMap(self.config.candidate_uid) if self.maps_candidate else None
+        return [self.bwrap, *(uid_map.args() if uid_map else []), *args, "--", *command], self._bwrap_env(env), uid_map
 
     def _environment(self, changes: dict[str, str | None]) -> dict[str, str]:
         env = dict(os.environ)
@@ -293,47 +265,38 @@ class Sandbox:
         return json.loads(out.decode().strip().splitlines()[-1])
 
 
-class Workspace:
-    """One worker's folder on the host: a scratch folder per job and a copy of the job's CUDA extensions.
+class _UidMap:
+    """bwrap waits (--userns-block-fd) while we write a two-uid map: the evaluator as 0, the candidate as INSIDE_ID."""
 
-    Inside bubblewrap the worker sees it at /kz, so every job has the same paths (/kz/job,
-    /kz/ext) and a build made at /kz/ext loads without a rebuild. Elsewhere paths are the host's
-    and the extensions are used where they were built.
-    """
+    def __init__(self, candidate_uid: int):
+        self.candidate_uid = candidate_uid
+        self.info_r, self.info_w = os.pipe()
+        self.block_r, self.block_w = os.pipe()
+        self.passed = (self.block_r, self.info_w)
 
-    def __init__(self, sandbox: Sandbox, root: Path):
-        self.sandbox = sandbox
-        self.root = root
-        (root / "shm").mkdir(parents=True, exist_ok=True)  # bound as it is: emptied between jobs, never replaced
+    def args(self) -> list[str]:
+        return ["--userns-block-fd", str(self.block_r), "--info-fd", str(self.info_w)]
 
-    def binds(self) -> list[tuple[str, str]]:
-        """The worker's folder at /kz, and its shm/ as /dev/shm (POSIX shared memory, semaphores): the job's own."""
-        return [(str(self.root), AREA), (str(self.root / "shm"), SHARED_MEMORY)]
+    def spawned(self) -> None:
+        """Close bwrap's ends here, once it has them."""
+        os.close(self.info_w)
+        os.close(self.block_r)
 
-    def prepare(self, build_dir: str) -> tuple[str, str]:
-        """(scratch, extensions dir) as the job sees them; the scratch is new and the candidate's."""
-        self.clear()
-        job = self.root / "job"
-        job.mkdir()
-        self.sandbox.own(job)
-        self.sandbox.own(self.root / "shm")
-        if self.sandbox.mode != "bwrap":
-            return str(job), build_dir
-        if not build_dir:
-            return JOB, ""
-        # a copy, not a bind: load_inline writes (a lock file) into its build folder, and the cached one stays as built
-        shutil.copytree(build_dir, self.root / "ext", symlinks=True, ignore=shutil.ignore_patterns(".home"))
-        self.sandbox.own(self.root / "ext")
-        return JOB, EXTENSIONS
-
-    def clear(self) -> None:
-        for sub in ("job", "ext"):
-            shutil.rmtree(self.root / sub, ignore_errors=True)
-        for entry in (self.root / "shm").iterdir():
-            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-
-    def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+    def write(self) -> None:
+        """Read bwrap's child pid from --info-fd, write its uid and gid maps, let it go on; closes our ends."""
+        try:
+            info = _read_all(self.info_r)
+            if info:  # empty: bwrap failed before it cloned; its exit status and stderr tell why
+                child, candidate = json.loads(info)["child-pid"], self.candidate_uid
+                _write(f"/proc/{child}/uid_map", f"0 {os.getuid()} 1\n{INSIDE_ID} {candidate} 1\n")
+                _write(f"/proc/{child}/gid_map", f"0 {os.getgid()} 1\n{INSIDE_ID} {candidate} 1\n")
+                os.write(self.block_w, b"1")
+        except OSError as exc:
+            raise SandboxUnavailable(f"could not map candidate_uid {self.candidate_uid} into the sandbox's "
+                                     f"user namespace: {exc}") from None
+        finally:
+            os.close(self.info_r)
+            os.close(self.block_w)
 
 
 def read_only_paths(extra: list[str], packages: tuple[str, ...] = PACKAGES) -> list[str]:

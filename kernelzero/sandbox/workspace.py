@@ -1,0 +1,58 @@
+"""A sandboxed server's folder on the host, seen inside bubblewrap at /kz: a fresh scratch per request, a copy of a job's CUDA extensions; it holds files, it does not confine.
+
+Confinement to these folders is launcher.py's (the only writable bind) and confine.py's (Landlock).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kernelzero.sandbox.launcher import Sandbox
+
+AREA, JOB, EXTENSIONS, SHARED_MEMORY = "/kz", "/kz/job", "/kz/ext", "/dev/shm"
+
+
+class Workspace:
+    """One worker's folder on the host: a scratch folder per job and a copy of the job's CUDA extensions.
+
+    Inside bubblewrap the worker sees it at /kz, so every job has the same paths (/kz/job,
+    /kz/ext) and a build made at /kz/ext loads without a rebuild. Elsewhere paths are the host's
+    and the extensions are used where they were built.
+    """
+
+    def __init__(self, sandbox: "Sandbox", root: Path):
+        self.sandbox = sandbox
+        self.root = root
+        (root / "shm").mkdir(parents=True, exist_ok=True)  # bound as it is: emptied between jobs, never replaced
+
+    def binds(self) -> list[tuple[str, str]]:
+        """The worker's folder at /kz, and its shm/ as /dev/shm (POSIX shared memory, semaphores): the job's own."""
+        return [(str(self.root), AREA), (str(self.root / "shm"), SHARED_MEMORY)]
+
+    def prepare(self, build_dir: str) -> tuple[str, str]:
+        """(scratch, extensions dir) as the job sees them; the scratch is new and the candidate's."""
+        self.clear()
+        job = self.root / "job"
+        job.mkdir()
+        self.sandbox.own(job)
+        self.sandbox.own(self.root / "shm")
+        if self.sandbox.mode != "bwrap":
+            return str(job), build_dir
+        if not build_dir:
+            return JOB, ""
+        # a copy, not a bind: load_inline writes (a lock file) into its build folder, and the cached one stays as built
+        shutil.copytree(build_dir, self.root / "ext", symlinks=True, ignore=shutil.ignore_patterns(".home"))
+        self.sandbox.own(self.root / "ext")
+        return JOB, EXTENSIONS
+
+    def clear(self) -> None:
+        for sub in ("job", "ext"):
+            shutil.rmtree(self.root / sub, ignore_errors=True)
+        for entry in (self.root / "shm").iterdir():
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -115,7 +115,7 @@ def held_out(api_sets: Sequence[str], share: float, seed: int) -> set[str]:
 
 
 async def _run_stages(config: Config, log: Any, n: int, progress: Any) -> None:
-    from kernelzero.consumers.validator import ValidatorStage
+    from kernelzero.consumers.validator import ValidatorStage, validator_sandbox
     from kernelzero.gpu_workers.pool import EvaluatorPool
     from kernelzero.gpu_workers.service import EvaluatorStage
     from kernelzero.producers.proposer import Proposer
@@ -133,7 +133,11 @@ async def _run_stages(config: Config, log: Any, n: int, progress: Any) -> None:
     if proposed < n:
         proposer = Proposer(config.proposer, already_proposed=proposed)
         await publish(log, await proposer.propose(n - proposed), producer_name="distill")
-    await run("validating modules", "modules.proposed", ValidatorStage(config.validator, KeepDuplicates()))
+    sandbox = validator_sandbox(config.evaluator, config.validator.device)  # contained as [evaluator] says
+    try:
+        await run("validating modules", "modules.proposed", ValidatorStage(config.validator, KeepDuplicates(), sandbox))
+    finally:
+        sandbox.close()
     await run("lowering with the teacher", "modules.accepted", TeacherStage(config.coder.target))
     async with EvaluatorPool(config.evaluator) as pool:
         await run("evaluating answers", "samples.generated", EvaluatorStage(pool), pool.workers)

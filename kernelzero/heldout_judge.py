@@ -66,10 +66,15 @@ class HeldOutJudge:
         return list(await asyncio.gather(*(judge(row, source) for row, source in zip(self.rows, sources))))
 
     def _proposer(self, texts: list[str]) -> list[bool]:
-        from kernelzero.consumers.validator import validate
+        from kernelzero.consumers.validator import validate, validator_sandbox
         from kernelzero.producers.proposer import last_model_block
 
-        return [validate(last_model_block(text), row.apis, self.config.validator).ok for row, text in zip(self.rows, texts)]
+        sandbox = validator_sandbox(self.config.evaluator, self.config.validator.device)
+        try:
+            return [validate(last_model_block(text), row.apis, self.config.validator, sandbox=sandbox).ok
+                    for row, text in zip(self.rows, texts)]
+        finally:
+            sandbox.close()
 
     def close(self) -> None:
         if self._pool is not None:

@@ -37,6 +37,7 @@ import msgspec
 
 from kernelzero.config import EvaluatorConfig
 from kernelzero.sandbox import confine
+from kernelzero.sandbox.messages import ProbeReport
 from kernelzero.sandbox.workspace import SHARED_MEMORY, Workspace
 
 TOOLS_DIR = Path(__file__).resolve().parents[2] / ".sandbox-tools"  # bwrap (and lib/) carried with a checkout
@@ -98,7 +99,7 @@ class Sandbox:
             print(f"evaluator: {exc}; evaluating without bubblewrap", file=sys.stderr)
             self.bwrap, self.mode, self.maps_candidate, self.version = None, "none", False, ""
             answer = await self._probe()
-        self.mechanisms, self.compiler = answer["in_force"], answer["compiler"]
+        self.mechanisms, self.compiler = answer.in_force, answer.compiler
         self._check_compiler(self.compiler)
         missing = confine.missing(self.required, self.mechanisms)
         if missing:
@@ -250,7 +251,7 @@ class Sandbox:
         return args
 
     # ---- the probe ----
-    async def _probe(self) -> dict:
+    async def _probe(self) -> ProbeReport:
         area = Workspace(self, self.cache_dir / "scratch" / f"probe-{uuid.uuid4().hex}")
         try:
             scratch, _ = area.prepare("")
@@ -262,7 +263,7 @@ class Sandbox:
         if proc.returncode != 0:
             raise SandboxUnavailable(f"the sandbox did not start ({self.launcher}, exit status {proc.returncode}): "
                                      f"{err.decode(errors='replace').strip()[-1500:]}")
-        return json.loads(out.decode().strip().splitlines()[-1])
+        return msgspec.json.decode(out.decode().strip().splitlines()[-1], type=ProbeReport)
 
 
 class _UidMap:

@@ -12,7 +12,6 @@ import this module, so `-m` runs it once.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import subprocess
@@ -22,12 +21,13 @@ from pathlib import Path
 import msgspec
 
 from kernelzero.sandbox import confine
+from kernelzero.sandbox.messages import ProbeReport
 
 
 def answer(confinement_json: str, folder: str) -> int:
     confinement = msgspec.json.decode(confinement_json, type=confine.Confinement)
     in_force = confine.enter(confinement, [folder], folder)
-    print(json.dumps({"in_force": in_force, "compiler": usable_compiler()}), flush=True)
+    print(msgspec.json.encode(ProbeReport(in_force, usable_compiler())).decode(), flush=True)
     return 0
 
 

@@ -43,6 +43,7 @@ TOOLS_DIR = Path(__file__).resolve().parents[1] / ".sandbox-tools"  # bwrap (and
 INSIDE_ID = 1000  # the candidate's uid and gid in the sandbox's user namespace
 WORKER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")  # within the namespace: take the candidate's uid, kill it
 AREA, JOB, EXTENSIONS, SHARED_MEMORY = "/kz", "/kz/job", "/kz/ext", "/dev/shm"
+PRECOMPILED = "/kz/pch"  # torch's precompiled binding headers, read-only (gpu_workers/prebuilt_headers.py)
 TURNS_INSIDE = "/tmp/kernelzero-gpu-turns"  # gpu_workers/device_turns.py's folder, as a worker sees it
 PACKAGES = ("kernelzero", "kernelzero.gpu_workers", "kernelzero.schemas")  # what workers and builds import of ours
 SYSTEM_TOP = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -157,8 +158,9 @@ class Sandbox:
 
     # ---- starting processes ----
     async def start(self, command: list[str], *, writable: list[tuple[str, str]], gpu: bool = False,
-                    env: dict[str, str | None] | None = None, **kwargs) -> asyncio.subprocess.Process:
-        """`command` in the sandbox, host folders `writable` bound read-write at their inside paths.
+                    env: dict[str, str | None] | None = None, readable: list[tuple[str, str]] = (),
+                    **kwargs) -> asyncio.subprocess.Process:
+        """`command` in the sandbox, host folders `writable` bound read-write and `readable` read-only at their inside paths.
 
         `env` sets (None: removes) variables of the environment the sandbox passes on; the other
         keyword arguments go to asyncio.create_subprocess_exec.
@@ -166,7 +168,7 @@ class Sandbox:
         env = self._environment(env or {})
         if self.mode != "bwrap":
             return await asyncio.create_subprocess_exec(*command, env=env, **kwargs)
-        args = self._bwrap_args(writable, gpu, env)
+        args = self._bwrap_args(writable, gpu, env, list(readable))
         if not self.maps_candidate:
             return await asyncio.create_subprocess_exec(self.bwrap, *args, "--", *command, env=self._bwrap_env(env),
                                                         **kwargs)
@@ -219,7 +221,8 @@ class Sandbox:
         """bwrap's own environment: `env`, plus its carried libraries (the sandbox gets `env` back, _bwrap_args)."""
         return {**env, **_lib_path(self.bwrap)}
 
-    def _bwrap_args(self, writable: list[tuple[str, str]], gpu: bool, env: dict[str, str]) -> list[str]:
+    def _bwrap_args(self, writable: list[tuple[str, str]], gpu: bool, env: dict[str, str],
+                    readable: list[tuple[str, str]]) -> list[str]:
         args = ["--unshare-user", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "kernelzero",
                 "--chdir", "/"]
@@ -232,7 +235,7 @@ class Sandbox:
         read_only = read_only_paths(self.config.sandbox_binds)
         cache = str(self.cache_dir.resolve())
         masked = [cache] if any(_within(cache, path) for path in read_only) else []
-        for folder in _folders_above([*read_only, *(inside for _, inside in writable)]):
+        for folder in _folders_above([*read_only, *(inside for _, inside in [*writable, *readable])]):
             args += ["--perms", "0755", "--dir", folder]  # bwrap would make them 0700: the candidate's uid must pass
         for path in read_only:
             args += ["--ro-bind", path, path]
@@ -242,6 +245,8 @@ class Sandbox:
             args += ["--dev-bind", device, device]
         for host, inside in writable:
             args += ["--bind", host, inside]
+        for host, inside in readable:  # after the cache's mask: they may lie in the cache
+            args += ["--ro-bind", host, inside]
         return args
 
     # ---- the probe ----

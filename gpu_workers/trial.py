@@ -302,7 +302,7 @@ class TrialRun:
     def import_candidate(self) -> None:
         self.stage = "import"
         instruments.install_triton_hooks(self.launches)
-        headers.use(self.job.slim_headers)  # the build's sources exactly, or load_inline rebuilds
+        headers.use(self.job.headers, self.job.pch)  # the build's sources and flags exactly, or load_inline rebuilds
         self.snapshot = instruments.integrity_snapshot()
         self.threads = instruments.thread_count()
         with open(self.candidate_path, "w") as f:

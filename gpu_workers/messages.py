@@ -24,6 +24,7 @@ class Job(msgspec.Struct, kw_only=True):
     arch_list: str = ""  # TORCH_CUDA_ARCH_LIST the extensions were built for
     slim_headers: bool = False  # the extensions were built with gpu_workers/headers.py's lighter headers
     gpu_sharing: int = 1  # evaluator workers sharing this GPU: each has a share of its memory (memory.py)
+    alone: bool = False  # take the GPU alone from the start: the retry of an evaluation that ran short of memory
 
 
 class SandboxRefusal(msgspec.Struct):

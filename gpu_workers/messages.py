@@ -25,6 +25,7 @@ class Job(msgspec.Struct, kw_only=True):
     headers: str = "full"  # the gpu_workers/headers.py mode the extensions were built in
     pch: str = ""  # the precompiled header the build passed to g++ (its path is part of the build's hash)
     gpu_sharing: int = 1  # evaluator workers sharing this GPU: each has a share of its memory (memory.py)
+    alone: bool = False  # take the GPU alone from the start: the retry of an evaluation that ran short of memory
 
 
 class SandboxRefusal(msgspec.Struct):

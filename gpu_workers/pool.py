@@ -10,7 +10,8 @@ A worker that dies or stops answering is replaced. Results are cached on disk by
 candidate hash, GPU, evaluator version, rule-relevant config, containment), signed
 (gpu_workers/signed_cache.py: an entry that does not verify is evaluated again); timeouts, lost
 workers, evaluator errors and memory shortages are not cached, and `use_cache=False` neither reads
-nor writes results.
+nor writes results. An evaluation that ran short of memory in a share while the candidate stayed
+within its allowance (gpu_workers/memory.py) is run once more, alone on its GPU from the start.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ NOT_CACHED = {"timeout", "evaluator_error"}
 NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy
 _CONFIG_NOT_IN_KEY = {"cache_dir", "build_workers", "workers_per_gpu", "cpu_workers", "device", "timeout_s",
                       "compile_timeout_s", "build_headers", "precompiled_headers", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
+
+
+def _transient_shortfall(result: EvalResult) -> bool:
+    """A memory shortfall that another run may not meet: without the whole GPU, or within a candidate's allowance."""
+    return result.evidence.get("whole_gpu") == "no" or "memory_shortfall" in result.evidence
 
 
 def sha256(text: str) -> str:
@@ -206,12 +212,14 @@ class EvaluatorPool:
                 self._cache_put(path, failure)
                 return failure
         result = await self._run(problem_src, candidate_src, ext_dir, built)
+        if result.reason == "evaluation_out_of_memory" and result.evidence.get("retry_alone") == "yes":
+            result = await self._run(problem_src, candidate_src, ext_dir, built, alone=True)
         result.compile_s = round(result.compile_s + compile_s, 3)
         if ext_dir:
             result.evidence["headers"] = built.headers
             result.evidence["build_s"] = f"{compile_s:.3f}"  # 0: an earlier build served
             result.evidence["build_cpu_s"] = f"{built.cpu_s if compile_s else 0.0:.3f}"
-        if result.verdict == "problem_error":
+        if result.verdict == "problem_error" and not _transient_shortfall(result):
             self._unusable[sha256(problem_src)] = result
         self._cache_put(path, result)
         return result
@@ -237,13 +245,14 @@ class EvaluatorPool:
         result.checks = ["static"]
         return result
 
-    async def _run(self, problem_src: str, candidate_src: str, ext_dir: str, built: Built = Built()) -> EvalResult:
+    async def _run(self, problem_src: str, candidate_src: str, ext_dir: str, built: Built = Built(),
+                   alone: bool = False) -> EvalResult:
         worker = await self._idle.get()
         try:
             scratch, extensions = await asyncio.to_thread(worker.workspace.prepare, ext_dir)
             job = Job(problem_src=problem_src, candidate_src=candidate_src, device=worker.device, scratch_dir=scratch,
                       config=self.config, gpu=self.gpu, extensions_dir=extensions, arch_list=self.arch,
-                      headers=built.mode, pch=built.pch, gpu_sharing=self.gpu_sharing)
+                      headers=built.mode, pch=built.pch, gpu_sharing=self.gpu_sharing, alone=alone)
             answer = await worker.run(msgspec.msgpack.encode(job), self.config.timeout_s)
         finally:
             worker.workspace.clear()  # the worker killed what the job started before it answered

@@ -329,10 +329,12 @@ def ours_accepted(res: dict | None) -> bool:
 
 def ours_config(device: str, cache_dir: Path, workers_per_gpu: int = 1, build_headers: str = "split",
                 build_workers: int = 0, sandbox: bool = True, precompiled_headers: bool = True):
+    """Our evaluator's configuration for one batch; the precompiled headers, made once per machine, are shared."""
     from kernelzero.config import EvaluatorConfig
 
     return EvaluatorConfig(device=device, cache_dir=str(cache_dir), workers_per_gpu=workers_per_gpu,
-                           build_headers=build_headers, precompiled_headers=precompiled_headers,
+                           build_headers=build_headers,
+                           precompiled_headers_dir=EvaluatorConfig().precompiled_headers_dir if precompiled_headers else "",
                            build_workers=build_workers, sandbox=sandbox,
                            require_sandbox="auto" if sandbox else False)
 

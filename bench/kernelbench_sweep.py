@@ -1,6 +1,6 @@
 """Every KernelBench problem against a copy candidate (the reference in torch, its output through an identity Triton kernel): each must be rejected.
 
-Usage: python bench/kernelbench_sweep.py --kb DIR --out DIR [--levels 1,2] [--workers-per-gpu N] [--limit N]
+Usage: python bench/kernelbench_sweep.py --kb DIR --out DIR [--levels 1,2] [--workers-per-gpu N] [--limit N] [--only L:P,...]
                                          [--budget-s S] [--device cuda|cpu] [--dry-run] [--sandbox on|off]
 `--kb` holds KernelBench/levelN (or levelN) problem files. For each problem the copy candidate is
 generated here, at run time (nothing of KernelBench is written to disk but under --out's own
@@ -165,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="1,2")
     parser.add_argument("--workers-per-gpu", type=int, default=1)
     parser.add_argument("--limit", type=int, default=None, help="the first N problems of each level")
+    parser.add_argument("--only", default="", metavar="L:P,...", help="only these problems (level:number)")
     parser.add_argument("--budget-s", type=float, default=480.0, help="start no problem after this many seconds")
     parser.add_argument("--timeout-s", type=float, default=120.0, help="per evaluation")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
@@ -175,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         args.device = "cpu"
     paths = [(level, p) for level in map(int, args.levels.split(",")) for p in problem_paths(args.kb, level)[:args.limit]]
+    if args.only:
+        wanted = {tuple(map(int, item.split(":"))) for item in args.only.split(",")}
+        paths = [(level, p) for level, p in paths if (level, int(p.stem.split("_", 1)[0])) in wanted]
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kz-sweep-") as cache_dir:
         rows, wall_s = asyncio.run(sweep(paths, args, cache_dir))

@@ -40,7 +40,7 @@ from kernelzero.gpu_workers.static_check import check_source
 NOT_CACHED = {"timeout", "evaluator_error"}
 NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy
 _CONFIG_NOT_IN_KEY = {"cache_dir", "build_workers", "workers_per_gpu", "cpu_workers", "device", "timeout_s",
-                      "compile_timeout_s", "build_headers", "precompiled_headers", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
+                      "compile_timeout_s", "build_headers", "precompiled_headers_dir", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
 
 
 def _transient_shortfall(result: EvalResult) -> bool:
@@ -278,7 +278,7 @@ class EvaluatorPool:
         import torch
         # the sandbox's mode is in the key: a build inside bwrap sits at /kz/ext, one outside at its host path
         flags = "|".join([candidate_src, torch.__version__, str(torch.version.cuda), self.arch,
-                          f"headers={self.config.build_headers}", f"pch={self.config.precompiled_headers}",
+                          f"headers={self.config.build_headers}", f"pch={bool(self.config.precompiled_headers_dir)}",
                           f"sandbox={self.sandbox.mode}"])
         ext_dir = self.cache_dir / "builds" / sha256(flags)[:24]
         # the mark of a finished build lies beside its folder, signed: the build itself could write in the folder
@@ -316,10 +316,11 @@ class EvaluatorPool:
 
     async def _precompiled_header(self) -> str:
         """The folder of torch's binding headers precompiled on this host ("" where none can be made); made once."""
-        if not self.config.precompiled_headers or self.device_type != "cuda":
+        if not self.config.precompiled_headers_dir or self.device_type != "cuda":
             return ""  # CPU pools build C++ only in tests: a precompiled header there would cost more than it saves
         if self._pch is None:
-            self._pch = asyncio.create_task(asyncio.to_thread(prebuilt_headers.build, self.cache_dir / "pch", True))
+            folder = Path(os.path.expanduser(self.config.precompiled_headers_dir))
+            self._pch = asyncio.create_task(asyncio.to_thread(prebuilt_headers.build, folder, True))
         header = await self._pch
         return str(header.parent) if header is not None else ""
 

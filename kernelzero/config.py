@@ -60,7 +60,8 @@ class EvaluatorConfig(Section):
     memory_limit_gb: float = 16.0  # host address-space limit for candidate processes
     build_workers: int = 0  # CUDA extension builds in parallel; 0 = one per CPU core
     build_headers: Literal["split", "slim", "full"] = "split"  # lightest first, heavier on failure (gpu_workers/headers.py)
-    precompiled_headers: bool = True  # torch's binding headers compiled once per machine (gpu_workers/prebuilt_headers.py)
+    # torch's binding headers compiled once per machine, shared by every pool (gpu_workers/prebuilt_headers.py); "": none
+    precompiled_headers_dir: str = "~/.cache/kernelzero/pch"
     cache_dir: str = "~/.cache/kernelzero"
     workers_per_gpu: int = 1
     cpu_workers: int = 1  # workers on a machine without a GPU (Triton's interpreter): one per core pays

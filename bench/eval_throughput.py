@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 import types
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -326,12 +327,15 @@ def ours_accepted(res: dict | None) -> bool:
     return bool(res and res.get("verdict") == "correct")
 
 
-def ours_config(device: str, cache_dir: Path, workers_per_gpu: int = 1, slim_headers: bool = True,
-                build_workers: int = 0, sandbox: bool = True):
+def ours_config(device: str, cache_dir: Path, workers_per_gpu: int = 1, build_headers: str = "split",
+                build_workers: int = 0, sandbox: bool = True, precompiled_headers: bool = True):
+    """Our evaluator's configuration for one batch; the precompiled headers, made once per machine, are shared."""
     from kernelzero.config import EvaluatorConfig
 
     return EvaluatorConfig(device=device, cache_dir=str(cache_dir), workers_per_gpu=workers_per_gpu,
-                           slim_headers=slim_headers, build_workers=build_workers, sandbox=sandbox,
+                           build_headers=build_headers,
+                           precompiled_headers_dir=EvaluatorConfig().precompiled_headers_dir if precompiled_headers else "",
+                           build_workers=build_workers, sandbox=sandbox,
                            require_sandbox="auto" if sandbox else False)
 
 
@@ -473,9 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers-per-gpu", type=lambda v: [int(x) for x in v.split(",")], default=[1], metavar="N[,N]",
                    help="our evaluator's workers per GPU; several values run our batch once each (the last one "
                         "fills the tables)")
-    p.add_argument("--headers", type=lambda v: v.split(","), default=["slim"], metavar="slim|full[,...]",
-                   help="torch headers our CUDA builds compile against (gpu_workers/headers.py); each value runs "
-                        "our batch once more")
+    p.add_argument("--headers", type=lambda v: v.split(","), default=["split"], metavar="split|slim|full[,...]",
+                   help="how our CUDA builds use torch's headers (gpu_workers/headers.py), with `+pch` for the "
+                        "precompiled binding headers (split+pch); each value runs our batch once more")
     p.add_argument("--build-workers", type=lambda v: [int(x) for x in v.split(",")], default=[0], metavar="N[,N]",
                    help="CUDA builds at once (0: the evaluator's default); each value runs our batch once more")
     p.add_argument("--sandbox", type=lambda v: v.split(","), default=["on"], metavar="on|off[,...]",
@@ -551,7 +555,8 @@ async def run_ours_settings(args, cands, problems, work: Path, notes: list[str],
         run_dir = work / f"sandbox-{sandbox}-{headers}-builds-{builds}-workers-{n}"
         run_dir.mkdir()
         os.environ["TRITON_CACHE_DIR"] = str(run_dir / "triton_cache")
-        config = ours_config(device, run_dir / "ours" / "cache", n, headers == "slim", builds, sandbox == "on")
+        mode, _, pch = headers.partition("+")
+        config = ours_config(device, run_dir / "ours" / "cache", n, mode, builds, sandbox == "on", pch == "pch")
         ours = await _ours_or_note(run_ours_batch(cands, problems, config, args.ours_cap_s), notes)
         results = ours.get("results", {}).values()
         done = sum("verdict" in r for r in results)
@@ -559,8 +564,22 @@ async def run_ours_settings(args, cands, problems, work: Path, notes: list[str],
         notes.append(f"Ours, containment {sandbox} ({'; '.join(held) or 'unknown'}), {headers} headers, "
                      f"{builds or 'default'} builds at once, {n} worker(s) per GPU: {done} candidates in "
                      f"{ours.get('wall_s')} s, {throughput(done, ours.get('wall_s', 0.0))}/hour "
-                     f"(cold build, result and Triton caches); build steps: {build_steps(run_dir)}.")
+                     f"(cold build, result and Triton caches); builds: {build_costs(results)}; "
+                     f"build steps: {build_steps(run_dir)}.")
     return ours
+
+
+def build_costs(results) -> dict:
+    """Cold CUDA builds of one batch: wall p50/p90 and CPU seconds p50/p90 per candidate, and the modes they took."""
+    built = [r for r in results if float(r.get("evidence", {}).get("build_cpu_s", 0) or 0) > 0]
+    if not built:
+        return {}
+    walls = sorted(float(r["evidence"]["build_s"]) for r in built)
+    cpus = sorted(float(r["evidence"]["build_cpu_s"]) for r in built)
+    pick = lambda values, q: values[min(len(values) - 1, round(q * (len(values) - 1)))]  # noqa: E731
+    return {"n": len(built), "wall_p50_s": pick(walls, 0.5), "wall_p90_s": pick(walls, 0.9),
+            "cpu_p50_s": pick(cpus, 0.5), "cpu_p90_s": pick(cpus, 0.9),
+            "headers": dict(sorted(Counter(r["evidence"].get("headers", "") for r in built).items()))}
 
 
 def build_steps(run_dir: Path) -> dict[str, dict]:

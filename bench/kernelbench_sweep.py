@@ -1,7 +1,7 @@
 """Every KernelBench problem against a copy candidate (the reference in torch, its output through an identity Triton kernel): each must be rejected.
 
-Usage: python bench/kernelbench_sweep.py --kb DIR --out DIR [--levels 1,2] [--workers-per-gpu N] [--limit N]
-                                         [--budget-s S] [--device cuda|cpu] [--dry-run]
+Usage: python bench/kernelbench_sweep.py --kb DIR --out DIR [--levels 1,2] [--workers-per-gpu N] [--limit N] [--only L:P,...]
+                                         [--budget-s S] [--device cuda|cpu] [--dry-run] [--sandbox on|off]
 `--kb` holds KernelBench/levelN (or levelN) problem files. For each problem the copy candidate is
 generated here, at run time (nothing of KernelBench is written to disk but under --out's own
 runs), and evaluated by EvaluatorPool with the result cache off; its verdict, reason and seconds
@@ -109,8 +109,9 @@ async def sweep(paths: list[tuple[int, Path]], args, cache_dir: str) -> tuple[li
     from kernelzero.gpu_workers import EvaluatorPool
     from kernelzero.gpu_workers.pool import resolve_devices
 
+    contained = args.sandbox == "on"
     config = EvaluatorConfig(device=args.device, workers_per_gpu=args.workers_per_gpu, timeout_s=args.timeout_s,
-                             cache_dir=cache_dir)
+                             cache_dir=cache_dir, sandbox=contained, require_sandbox="auto" if contained else False)
     started = time.monotonic()
     rows: list[dict] = []
     async with EvaluatorPool(config, device=args.device, use_cache=False) as pool:
@@ -127,7 +128,7 @@ async def sweep(paths: list[tuple[int, Path]], args, cache_dir: str) -> tuple[li
                     source = shrink(source)
                 t0 = time.monotonic()
                 result = await pool.evaluate(source, copy_candidate(source))
-                evidence = {k: result.evidence[k] for k in ("detail", "ops", "also", "memory", "error", "stage", "traceback")
+                evidence = {k: result.evidence[k] for k in ("detail", "ops", "also", "memory", "error", "stage", "traceback", "sandbox")
                             if k in result.evidence}
                 rows.append({**row, "verdict": result.verdict, "reason": result.reason,
                              "seconds": round(time.monotonic() - t0, 2), "evidence": evidence})
@@ -144,7 +145,9 @@ def render(rows: list[dict], wall_s: float, args) -> str:
     loud = [r for r in rows if r["verdict"] not in EXPECTED | {"not_run"}]
     lines = [f"# KernelBench copy-candidate sweep ({'dry run, shrunk sizes' if args.dry_run else 'real sizes'})", "",
              f"device {args.device}, workers_per_gpu {args.workers_per_gpu}, {len(rows)} problems, "
-             f"wall {wall_s:.0f} s", "", "| level | problem | verdict | reason | seconds |", "|---|---|---|---|---:|"]
+             f"wall {wall_s:.0f} s", "",
+             "containment: " + ("; ".join(sorted({r.get("evidence", {}).get("sandbox") or "none recorded" for r in rows}))),
+             "", "| level | problem | verdict | reason | seconds |", "|---|---|---|---|---:|"]
     lines += [f"| {r['level']} | {r['name']} | {r['verdict']} | {r['reason']} | {r['seconds']} |" for r in rows]
     lines += ["", "## Counts by verdict", ""] + [f"- {key}: {n}" for key, n in sorted(counts.items())]
     if loud:
@@ -162,14 +165,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="1,2")
     parser.add_argument("--workers-per-gpu", type=int, default=1)
     parser.add_argument("--limit", type=int, default=None, help="the first N problems of each level")
+    parser.add_argument("--only", default="", metavar="L:P,...", help="only these problems (level:number)")
     parser.add_argument("--budget-s", type=float, default=480.0, help="start no problem after this many seconds")
     parser.add_argument("--timeout-s", type=float, default=120.0, help="per evaluation")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--dry-run", action="store_true", help="shrunk sizes on the CPU: the plumbing only")
+    parser.add_argument("--sandbox", choices=("on", "off"), default="on",
+                        help="off: candidates run uncontained (only where the machine refuses containment)")
     args = parser.parse_args(argv)
     if args.dry_run:
         args.device = "cpu"
     paths = [(level, p) for level in map(int, args.levels.split(",")) for p in problem_paths(args.kb, level)[:args.limit]]
+    if args.only:
+        wanted = {tuple(map(int, item.split(":"))) for item in args.only.split(",")}
+        paths = [(level, p) for level, p in paths if (level, int(p.stem.split("_", 1)[0])) in wanted]
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kz-sweep-") as cache_dir:
         rows, wall_s = asyncio.run(sweep(paths, args, cache_dir))

@@ -1,8 +1,8 @@
 """Build a candidate's CUDA extensions ahead of its GPU run, in a throwaway CPU process; no GPU needed, no checks made.
 
-Run as `python -m kernelzero.gpu_workers.build CANDIDATE.py EXT_DIR [--slim-headers]
+Run as `python -m kernelzero.gpu_workers.build CANDIDATE.py EXT_DIR [--headers MODE] [--pch HEADER]
 [--confinement JSON]`: imports the candidate with TORCH_EXTENSIONS_DIR=EXT_DIR so `load_inline`
-compiles there (with lighter torch headers if asked, `gpu_workers/headers.py`), then prints one
+compiles there (in the headers mode asked, `gpu_workers/headers.py`), then prints one
 line, BUILD_LINE and a BuildOutcome as JSON (gpu_workers/messages.py). The GPU worker later imports the same
 source with the same directory, flags and headers, and `load_inline` finds the library already
 built. With --confinement the process first confines itself (kernelzero/sandbox/confine.py: the build
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import resource
 import sys
 import time
 import traceback
@@ -32,7 +33,7 @@ def main(argv: list[str]) -> int:
         os._exit(0)
     os.environ["TORCH_EXTENSIONS_DIR"] = ext_dir
     os.chdir(os.path.dirname(path))
-    headers.use("--slim-headers" in argv[2:])
+    headers.use(_option(argv, "--headers", "full"), _option(argv, "--pch", ""))
     built = _record_builds()
     started = time.perf_counter()
     try:
@@ -46,9 +47,16 @@ def main(argv: list[str]) -> int:
         # after a successful build, a failure needing the GPU (hidden here) is the GPU run's business
         outcome = BuildOutcome(ok=bool(built) and not built.count(False), error=error)
     outcome.compile_s = round(time.perf_counter() - started, 3)
+    outcome.headers = headers.in_effect()
+    outcome.cpu_s = round(sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                              for f in ("ru_utime", "ru_stime")), 3)
     sys.__stdout__.write("\n" + BUILD_LINE + msgspec.json.encode(outcome).decode() + "\n")
     sys.__stdout__.flush()
     os._exit(0)
+
+
+def _option(argv: list[str], name: str, default: str) -> str:
+    return argv[argv.index(name) + 1] if name in argv else default
 
 
 def _confine(confinement_json: str, ext_dir: str) -> bool:

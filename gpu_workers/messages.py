@@ -22,8 +22,10 @@ class Job(msgspec.Struct, kw_only=True):
     gpu: str = ""
     extensions_dir: str = ""  # prebuilt CUDA extensions (load_inline finds them there)
     arch_list: str = ""  # TORCH_CUDA_ARCH_LIST the extensions were built for
-    slim_headers: bool = False  # the extensions were built with gpu_workers/headers.py's lighter headers
+    headers: str = "full"  # the gpu_workers/headers.py mode the extensions were built in
+    pch: str = ""  # the precompiled header the build passed to g++ (its path is part of the build's hash)
     gpu_sharing: int = 1  # evaluator workers sharing this GPU: each has a share of its memory (memory.py)
+    alone: bool = False  # take the GPU alone from the start: the retry of an evaluation that ran short of memory
 
 
 class JobAnswer(msgspec.Struct, omit_defaults=True):
@@ -31,6 +33,15 @@ class JobAnswer(msgspec.Struct, omit_defaults=True):
 
     result: EvalResult | None = None
     refusal: SandboxRefusal | None = None
+
+
+class Built(msgspec.Struct, omit_defaults=True):
+    """How a candidate's extensions were built (the pool's signed mark beside them): what a worker needs to load them."""
+
+    mode: str = "full"  # the gpu_workers/headers.py mode the build ran in
+    headers: str = "full"  # the mode in effect, for evidence ("slim" where nothing could be split)
+    pch: str = ""  # the precompiled header the build passed to g++, as the build saw it
+    cpu_s: float = 0.0  # CPU seconds its builds took, every mode tried
 
 
 class BuildOutcome(msgspec.Struct, omit_defaults=True):
@@ -41,3 +52,5 @@ class BuildOutcome(msgspec.Struct, omit_defaults=True):
     compile_s: float = 0.0
     timeout: bool = False
     log: str = ""  # the build's output, its tail (filled in by the pool)
+    headers: str = ""  # the mode in effect: "split" only where a CUDA source was split (gpu_workers/headers.py)
+    cpu_s: float = 0.0  # CPU seconds of the build process and the compilers it waited for

@@ -10,7 +10,8 @@ A worker that dies or stops answering is replaced. Results are cached on disk by
 candidate hash, GPU, evaluator version, rule-relevant config, containment), signed
 (gpu_workers/signed_cache.py: an entry that does not verify is evaluated again); timeouts, lost
 workers, evaluator errors and memory shortages are not cached, and `use_cache=False` neither reads
-nor writes results.
+nor writes results. An evaluation that ran short of memory in a share while the candidate stayed
+within its allowance (gpu_workers/memory.py) is run once more, alone on its GPU from the start.
 """
 
 from __future__ import annotations
@@ -27,20 +28,25 @@ from pathlib import Path
 import msgspec
 
 from kernelzero.config import EvaluatorConfig
-from kernelzero.gpu_workers import headers
+from kernelzero.gpu_workers import headers, prebuilt_headers
 from kernelzero.gpu_workers.device_turns import TURNS_INSIDE, turns_dir
-from kernelzero.gpu_workers.messages import BUILD_LINE, BuildOutcome, Job, JobAnswer
+from kernelzero.gpu_workers.messages import BUILD_LINE, BuildOutcome, Built, Job, JobAnswer
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.static_check import check_source
 from kernelzero.sandbox.launcher import Sandbox, SandboxUnavailable
 from kernelzero.sandbox.messages import CONFINED, REFUSED, SandboxRefusal
-from kernelzero.sandbox.workspace import EXTENSIONS, Workspace
+from kernelzero.sandbox.workspace import EXTENSIONS, PRECOMPILED, Workspace
 
 NOT_CACHED = {"timeout", "evaluator_error"}
 NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy
 _CONFIG_NOT_IN_KEY = {"cache_dir", "build_workers", "workers_per_gpu", "cpu_workers", "device", "timeout_s",
-                      "compile_timeout_s", "slim_headers", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
+                      "compile_timeout_s", "build_headers", "precompiled_headers_dir", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
+
+
+def _transient_shortfall(result: EvalResult) -> bool:
+    """A memory shortfall that another run may not meet: without the whole GPU, or within a candidate's allowance."""
+    return result.evidence.get("whole_gpu") == "no" or "memory_shortfall" in result.evidence
 
 
 def sha256(text: str) -> str:
@@ -133,6 +139,7 @@ class EvaluatorPool:
         builds = self.config.build_workers or max(1, os.cpu_count() or 1)
         self._builds = asyncio.Semaphore(builds)
         self._build_jobs = max(2, (os.cpu_count() or 2) // builds)
+        self._pch: asyncio.Task | None = None  # the precompiled header's folder on this host, made once per pool
 
     async def __aenter__(self) -> "EvaluatorPool":
         devices, self.gpu, self.arch = resolve_devices(self.device, self.config.workers_per_gpu,
@@ -199,17 +206,21 @@ class EvaluatorPool:
         cached = self._cache_get(path)
         if cached is not None:
             return cached
-        ext_dir, slim, compile_s = "", False, 0.0
+        ext_dir, built, compile_s = "", Built(), 0.0
         if self.device_type == "cuda" and ("load_inline" in candidate_src or "cpp_extension" in candidate_src):
-            ext_dir, slim, compile_s, failure = await self._build(candidate_src)
+            ext_dir, built, compile_s, failure = await self._build(candidate_src)
             if failure is not None:
                 self._cache_put(path, failure)
                 return failure
-        result = await self._run(problem_src, candidate_src, ext_dir, slim)
+        result = await self._run(problem_src, candidate_src, ext_dir, built)
+        if result.reason == "evaluation_out_of_memory" and result.evidence.get("retry_alone") == "yes":
+            result = await self._run(problem_src, candidate_src, ext_dir, built, alone=True)
         result.compile_s = round(result.compile_s + compile_s, 3)
         if ext_dir:
-            result.evidence["headers"] = headers.label(slim)
-        if result.verdict == "problem_error":
+            result.evidence["headers"] = built.headers
+            result.evidence["build_s"] = f"{compile_s:.3f}"  # 0: an earlier build served
+            result.evidence["build_cpu_s"] = f"{built.cpu_s if compile_s else 0.0:.3f}"
+        if result.verdict == "problem_error" and not _transient_shortfall(result):
             self._unusable[sha256(problem_src)] = result
         self._cache_put(path, result)
         return result
@@ -235,13 +246,14 @@ class EvaluatorPool:
         result.checks = ["static"]
         return result
 
-    async def _run(self, problem_src: str, candidate_src: str, ext_dir: str, slim_headers: bool = False) -> EvalResult:
+    async def _run(self, problem_src: str, candidate_src: str, ext_dir: str, built: Built = Built(),
+                   alone: bool = False) -> EvalResult:
         worker = await self._idle.get()
         try:
             scratch, extensions = await asyncio.to_thread(worker.workspace.prepare, ext_dir)
             job = Job(problem_src=problem_src, candidate_src=candidate_src, device=worker.device, scratch_dir=scratch,
                       config=self.config, gpu=self.gpu, extensions_dir=extensions, arch_list=self.arch,
-                      slim_headers=slim_headers, gpu_sharing=self.gpu_sharing)
+                      headers=built.mode, pch=built.pch, gpu_sharing=self.gpu_sharing, alone=alone)
             answer = await worker.run(msgspec.msgpack.encode(job), self.config.timeout_s)
         finally:
             worker.workspace.clear()  # the worker killed what the job started before it answered
@@ -257,52 +269,81 @@ class EvaluatorPool:
             result.checks = ["static", *result.checks]
         return result
 
-    async def _build(self, candidate_src: str) -> tuple[str, bool, float, EvalResult | None]:
-        """(extension dir, slim headers?, compile seconds, failure verdict or None); cached by source and flags.
+    async def _build(self, candidate_src: str) -> tuple[str, Built, float, EvalResult | None]:
+        """(extension dir, how it was built, compile seconds, failure verdict or None); cached by source and flags.
 
-        With `slim_headers` a build that fails on a missing declaration is run again with the
-        headers as written; the failure reported is the last build's, its headers named.
+        Builds try the configured headers mode, then the heavier ones (gpu_workers/headers.py): after
+        a split build any failure, after a slim one a missing declaration. The failure reported is
+        the last build's, its mode named.
         """
         import torch
         # the sandbox's mode is in the key: a build inside bwrap sits at /kz/ext, one outside at its host path
         flags = "|".join([candidate_src, torch.__version__, str(torch.version.cuda), self.arch,
-                          f"slim={self.config.slim_headers}", f"sandbox={self.sandbox.mode}"])
+                          f"headers={self.config.build_headers}", f"pch={bool(self.config.precompiled_headers_dir)}",
+                          f"sandbox={self.sandbox.mode}"])
         ext_dir = self.cache_dir / "builds" / sha256(flags)[:24]
         # the mark of a finished build lies beside its folder, signed: the build itself could write in the folder
         marker = ext_dir.with_name(ext_dir.name + ".ok")
-        built = self._signed.read(marker)
-        if built is not None:
-            return str(ext_dir), built == b"slim", 0.0, None
+        known = self._signed.read(marker)
+        if known is not None:
+            return str(ext_dir), msgspec.json.decode(known, type=Built), 0.0, None
         ext_dir.mkdir(parents=True, exist_ok=True)
         src_path = ext_dir / "kz_candidate.py"
         src_path.write_text(candidate_src)
         self.sandbox.own(ext_dir)
-        spent = 0.0
-        for slim in ([True, False] if self.config.slim_headers else [False]):
-            outcome = await self._build_once(src_path, ext_dir, slim)
+        pch_dir = await self._precompiled_header()
+        spent = cpu = 0.0
+        modes = list(headers.MODES[headers.MODES.index(self.config.build_headers):])
+        while modes:
+            mode = modes.pop(0)
+            outcome = await self._build_once(src_path, ext_dir, mode, pch_dir)
             spent += outcome.compile_s
+            cpu += outcome.cpu_s
             if outcome.ok:
-                self._signed.write(marker, b"slim" if slim else b"full")
-                return str(ext_dir), slim, round(spent, 3), None
-            if outcome.timeout or not headers.may_need_full_headers(outcome.error + outcome.log):
+                built = Built(mode=mode, headers=outcome.headers or mode, pch=self._pch_inside(pch_dir, mode),
+                              cpu_s=round(cpu, 3))
+                self._signed.write(marker, msgspec.json.encode(built))
+                return str(ext_dir), built, round(spent, 3), None
+            took = outcome.headers or mode
+            if outcome.timeout or (took == "slim" and not headers.may_need_full_headers(outcome.error + outcome.log)):
                 break
+            if took == "slim" and modes[:1] == ["slim"]:
+                modes.pop(0)  # a split build that split nothing was the slim build
         reason = "build_timeout" if outcome.timeout else "build_failed"
         failure = self._base("compile_error", reason, error=outcome.error, log=outcome.log,
-                             headers=headers.label(slim))
+                             headers=outcome.headers or mode, build_cpu_s=f"{cpu:.3f}")
         failure.compile_s = round(spent, 3)
-        return "", False, 0.0, failure
+        return "", Built(), 0.0, failure
 
-    async def _build_once(self, src_path: Path, ext_dir: Path, slim: bool) -> BuildOutcome:
+    async def _precompiled_header(self) -> str:
+        """The folder of torch's binding headers precompiled on this host ("" where none can be made); made once."""
+        if not self.config.precompiled_headers_dir or self.device_type != "cuda":
+            return ""  # CPU pools build C++ only in tests: a precompiled header there would cost more than it saves
+        if self._pch is None:
+            folder = Path(os.path.expanduser(self.config.precompiled_headers_dir))
+            self._pch = asyncio.create_task(asyncio.to_thread(prebuilt_headers.build, folder, True))
+        header = await self._pch
+        return str(header.parent) if header is not None else ""
+
+    def _pch_inside(self, pch_dir: str, mode: str) -> str:
+        """The precompiled header's path as a build sees it: the one `-include` names (a part of the build's hash)."""
+        if not pch_dir or mode == "full":
+            return ""
+        return os.path.join(PRECOMPILED if self.sandbox.mode == "bwrap" else pch_dir, prebuilt_headers.HEADER)
+
+    async def _build_once(self, src_path: Path, ext_dir: Path, mode: str, pch_dir: str) -> BuildOutcome:
         """One build process's outcome, its output's tail in `log`; may raise SandboxUnavailable."""
         env = {"TORCH_CUDA_ARCH_LIST": self.arch, "MAX_JOBS": str(self._build_jobs), "CUDA_VISIBLE_DEVICES": "",
                "TRITON_INTERPRET": None}
         inside = EXTENSIONS if self.sandbox.mode == "bwrap" else str(ext_dir)
         confinement = [] if self.sandbox.mode == "off" else ["--confinement", self.sandbox.confinement_arg()]
+        pch = self._pch_inside(pch_dir, mode)
         argv = [sys.executable, "-m", "kernelzero.gpu_workers.build", os.path.join(inside, src_path.name), inside,
-                *(["--slim-headers"] if slim else []), *confinement]
+                "--headers", mode, *(["--pch", pch] if pch else []), *confinement]
         async with self._builds:
             started = time.perf_counter()
             proc = await self.sandbox.start(argv, env=env, writable=[(str(ext_dir), EXTENSIONS)],
+                                            readable=[(pch_dir, PRECOMPILED)] if pch else [],
                                             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                                             start_new_session=True)
             try:

@@ -12,7 +12,9 @@ from kernelzero.schemas import Evaluation
 # 2: unjoined side streams rejected; unwritten outputs found by a re-run.
 # 3: evaluator_error and problem_error verdicts; 0-dim and Python-number outputs compared; the reference's input
 #    draw no longer counted as its work; matrix products one family, fused bias adds and scalings counted.
-EVALUATOR_VERSION = "kz-eval-3"
+# 4: a CUDA out-of-memory within the candidate's allowance (the reference's peak) is the evaluator's, not charged;
+#    cached `runtime_error out_of_memory` results of version 3 may have been such shortfalls.
+EVALUATOR_VERSION = "kz-eval-4"
 
 
 class EvalResult(Evaluation, kw_only=True):

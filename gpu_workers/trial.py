@@ -10,7 +10,8 @@ Blame: problem code is only ever called through `_problem_call` (what it raises 
 raises is the candidate's verdict). What this module's own code raises is `evaluator_error`
 with the traceback, except where the candidate may have caused it: a device fault (CUDA error,
 out of memory) once candidate code has run, or an exception raised through a frame of the
-candidate's file. It does NOT tell an evaluator bug triggered by odd but valid candidate data
+candidate's file; an out-of-memory on CUDA only where the candidate held or asked for more than its
+allowance (the reference's own peak, memory.py): within it the shortfall is the evaluator's. It does NOT tell an evaluator bug triggered by odd but valid candidate data
 from a fault of that data, beyond compare.py's self-comparison.
 """
 
@@ -20,6 +21,7 @@ import contextlib
 import gc
 import importlib.util
 import os
+import re
 import sys
 import time
 import traceback
@@ -47,11 +49,17 @@ UNJOINED_SHARE = 0.2
 # tried again after they had a turn; this many times at most, then it is the problem's.
 ALONE_ATTEMPTS = 3
 WHOLE_GPU = 0.95  # an evaluation alone with at least this share of its usable memory had the GPU
+_TRIED = re.compile(r"Tried to allocate ([0-9.]+) (B|bytes|KiB|MiB|GiB|TiB)")
+_UNITS = {"B": 1, "bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 GB = 1e9
 # bound before candidate code loads, like compare.py's functions: a candidate cannot rebind them
 _set_deterministic = torch.use_deterministic_algorithms
 _deterministic_enabled = torch.are_deterministic_algorithms_enabled
 _deterministic_warn_only = torch.is_deterministic_algorithms_warn_only_enabled
+
+
+class _GoAlone(Exception):
+    """The plan needs more than a share: the reference side is released and prepared again alone."""
 
 
 class EarlyVerdict(Exception):
@@ -108,6 +116,10 @@ class TrialRun:
         self.candidate_ran = False  # from the import on, device faults are the candidate's
         self.expected: list[list[Any]] = []
         self.timing_sets: list[list[Any]] = []
+        self.footprint: memory.Footprint | None = None
+        self._held_base = 0  # bytes the evaluator holds during the trials (its own, the candidate's weights allowance)
+        self._call_base = 0  # bytes allocated when the current candidate call began
+        self._candidate_held = 0  # bytes the candidate held beyond the evaluator's after its last call (its output too)
 
     # ---- GPU memory by need (gpu_workers/memory.py) ----
     def _start_gpu(self) -> None:
@@ -116,17 +128,25 @@ class TrialRun:
         free, self.gpu_bytes = torch.cuda.mem_get_info(self.device)
         self.usable = min(int(self.cfg.gpu_memory_fraction * self.gpu_bytes), free)
         self._cap(memory.share_bytes(self.usable, self.job.gpu_sharing))
+        if self.job.alone:  # the pool's retry of an evaluation that ran short of memory in a share
+            self._go_alone()
 
     def _cap(self, nbytes: int) -> None:
         torch.cuda.set_per_process_memory_fraction(min(1.0, nbytes / self.gpu_bytes), self.device)
         self.cap_bytes = nbytes
 
     def _go_alone(self) -> None:
-        """Wait for the GPU to this evaluation alone, then take what is usable of it."""
+        """Wait for the GPU to this evaluation alone, then take what is usable of it.
+
+        Alone means no other evaluation runs; one waiting for its timed turn (or to go alone itself,
+        having released its reference first) may still hold memory: the cap is what is actually
+        free, and the evidence says how much others held.
+        """
         self.turns.alone()
         free, _ = torch.cuda.mem_get_info(self.device)
-        self.usable = min(int(self.cfg.gpu_memory_fraction * self.gpu_bytes),
-                          free + torch.cuda.memory_reserved(self.device))
+        ours = torch.cuda.memory_reserved(self.device)
+        self.usable = min(int(self.cfg.gpu_memory_fraction * self.gpu_bytes), free + ours)
+        self.held_by_others = max(0, self.gpu_bytes - free - ours)
         self._cap(self.usable)
 
     def _yield_turn(self) -> None:
@@ -146,13 +166,19 @@ class TrialRun:
                                       timing_sets_wanted=self.cfg.timing_input_sets - 1)
 
         chosen = plan()
-        if chosen.alone:
-            self._go_alone()
-            chosen = plan()
         self._cap(chosen.cap_bytes)
+        where = "shared"
+        if self.turns.is_alone:
+            where = "alone" if self._oom_is_final() else \
+                f"alone, {getattr(self, 'held_by_others', 0) / GB:.3g} GB held by others"
         self.result.evidence["memory"] = (f"need {chosen.need_bytes / GB:.3g} GB, cap {chosen.cap_bytes / GB:.3g} GB, "
-                                          f"{'alone' if self.turns.is_alone else 'shared'}, "
-                                          f"{chosen.timing_sets} extra timing sets")
+                                          f"{where}, {chosen.timing_sets} extra timing sets, "
+                                          f"{chosen.poison_blocks} poisoned blocks"
+                                          + ("" if chosen.fits else ", does not fit"))
+        if chosen.alone:
+            raise _GoAlone()  # released before waiting: a waiting evaluation holds no memory of its own
+        if not chosen.fits and not self._oom_is_final():
+            raise ProblemFailed("evaluation_out_of_memory", f"the plan does not fit: {self.result.evidence['memory']}")
         return chosen
 
     def _oom_is_final(self) -> bool:
@@ -197,18 +223,37 @@ class TrialRun:
         out = self._forward_reference(inputs)
         return [t.clone() if isinstance(t, torch.Tensor) else t for t in _problem_call(compare.flatten_outputs, out)]
 
-    def _measured_reference(self, inputs: list[Any]) -> tuple[memory.Footprint, list[Any]]:
-        """The first reference output and the problem's footprint: its sizes and the forward's peak memory."""
-        base = 0
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
-            base = torch.cuda.memory_allocated(self.device)
+    def _peak_since(self, base: int) -> int:
+        return torch.cuda.max_memory_allocated(self.device) - base if self.device.type == "cuda" else 0
+
+    def _mark(self) -> int:
+        """Peak statistics restarted; the bytes allocated now (0 off CUDA)."""
+        if self.device.type != "cuda":
+            return 0
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return torch.cuda.memory_allocated(self.device)
+
+    def _draw_peak(self) -> int:
+        """The largest peak of drawing one trial's inputs: a native draw, the permuted one (its shuffle), a scaled one."""
+        peak = 0
+        for t in (0, self.trials.index("permuted"), len(self.trials) - 1):
+            base = self._mark()
+            values = self._inputs(t)
+            peak = max(peak, self._peak_since(base), _nbytes(values))
+            del values
+        return peak
+
+    def _measured_reference(self) -> tuple[memory.Footprint, list[Any]]:
+        """The first reference output and the problem's footprint: its sizes, the forward's and the draws' peak memory."""
+        draw_peak = self._draw_peak() if self.device.type == "cuda" else 0
+        inputs = self._inputs(0)
+        base = self._mark()
         out = self._forward_reference(inputs)
-        peak = torch.cuda.max_memory_allocated(self.device) - base if self.device.type == "cuda" else 0
+        peak = self._peak_since(base)
         flat = [t.clone() if isinstance(t, torch.Tensor) else t for t in _problem_call(compare.flatten_outputs, out)]
         weights = [*self.ref_model.parameters(), *self.ref_model.buffers()]
         fp = memory.Footprint(input_bytes=_nbytes(inputs), output_bytes=_nbytes(flat), weight_bytes=_nbytes(weights),
-                              ref_peak_bytes=max(peak, _nbytes(flat)))
+                              ref_peak_bytes=max(peak, _nbytes(flat)), draw_peak_bytes=draw_peak)
         return fp, flat
 
     def _sync(self) -> None:
@@ -218,24 +263,28 @@ class TrialRun:
     def prepare_reference(self) -> None:
         """Reference outputs for every trial, checked; on CUDA in a share of the GPU, or alone when they need more."""
         self.stage = "reference"
-        for _ in range(ALONE_ATTEMPTS + 1):
+        attempts = 0
+        while True:
             try:
                 self._prepare()
                 return
+            except _GoAlone:
+                pass
             except Exception as exc:  # noqa: BLE001  (only running out of memory is looked at here)
                 if not isinstance(exc, ProblemFailed) and not _is_oom(exc):
                     raise
                 # a fresh exception: the caught one's traceback would keep the reference's tensors alive
                 failure = ProblemFailed(exc.reason, exc.detail) if isinstance(exc, ProblemFailed) else \
                     ProblemFailed("evaluation_out_of_memory", f"{_short(exc)} ({self.result.evidence.get('memory', '')})")
-                if failure.reason not in ("reference_out_of_memory", "evaluation_out_of_memory") or self._oom_is_final():
+                if failure.reason not in ("reference_out_of_memory", "evaluation_out_of_memory") or \
+                        self._oom_is_final() or attempts >= ALONE_ATTEMPTS:
                     raise failure from None
+                attempts += 1
             self._release_reference()  # outside the except: the traceback no longer holds the tensors
             if self.turns.is_alone:
                 self._yield_turn()
             else:
                 self._go_alone()
-        raise failure
 
     def _prepare(self) -> None:
         self.problem = _problem_call(load_problem, self.job.problem_src)
@@ -244,7 +293,7 @@ class TrialRun:
         self.ref_model = self._reference_model()
         natives = max(self.cfg.trials, 2)
         self.trials = [f"seed{i}" for i in range(natives)] + ["permuted", *SCALES]
-        footprint, first = self._measured_reference(self._inputs(0))
+        footprint, first = self._measured_reference()
         self.footprint = footprint
         self.plan = self._plan(footprint)
         self.expected = [first] + [self._reference(self._inputs(t)) for t in range(1, len(self.trials))]
@@ -290,16 +339,61 @@ class TrialRun:
 
     # ---- candidate side ----
     def _candidate_call(self, where: str, fn: Callable, *args: Any) -> Any:
-        """Call candidate code: whatever it raises, BaseException included, is the candidate's verdict."""
+        """Call candidate code: whatever it raises, BaseException included, is the candidate's verdict.
+
+        Except an out-of-memory on CUDA within the candidate's allowance: that is the evaluator's.
+        """
         try:
             return fn(*args)
         except BaseException as exc:  # noqa: BLE001  (the candidate's code, whatever it raised)
+            if _is_oom(exc):
+                self._shortfall_or_none(exc, where, self._demand(exc))
             raise self._classify(exc, where) from None
+
+    # ---- whose out-of-memory (memory.oom_is_candidates) ----
+    def _allocated(self) -> int:
+        return torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
+
+    def _start_call(self, values_bytes: int = 0) -> None:
+        """Before a candidate call: what the candidate held beyond the evaluator's, and the call's base."""
+        self._call_base = self._mark()
+        self._held_now = self._held_base + values_bytes
+
+    def _demand(self, exc: BaseException) -> int:
+        """What the candidate held and asked for when its call ran out of memory (memory.oom_is_candidates)."""
+        tried = _tried_bytes(exc)
+        if tried or self.footprint is None or self.device.type != "cuda":
+            return self._candidate_held_before() + self._peak_since(self._call_base) + tried
+        # a failed request of unknown size (a CUDA error out of torch's allocator): the candidate's where the
+        # evaluation left it at least the reference's peak when its call began
+        left = self.cap_bytes - self._call_base
+        return 0 if left < self.footprint.ref_peak_bytes else 1 << 62
+
+    def _candidate_held_before(self) -> int:
+        return max(0, self._call_base - getattr(self, "_held_now", self._held_base))
+
+    def _end_call(self) -> None:
+        """After a candidate call: what it holds now beyond the evaluator's (its output included)."""
+        if self.device.type == "cuda":
+            self._candidate_held = max(0, self._allocated() - getattr(self, "_held_now", self._held_base))
+
+    def _shortfall_or_none(self, exc: BaseException, where: str, demand: int) -> None:
+        """Raise the evaluator's out-of-memory (problem_error, not cached, retried alone by the pool) where `demand`
+        is within the candidate's allowance; return where it is the candidate's."""
+        if self.device.type != "cuda" or self.footprint is None or memory.oom_is_candidates(self.footprint, demand):
+            return
+        whole = self._oom_is_final()
+        self.result.evidence["memory_shortfall"] = (
+            f"the candidate held or asked for {demand / GB:.3g} GB, within its allowance of "
+            f"{memory.allowance_bytes(self.footprint) / GB:.3g} GB (the reference's peak); at {where}")
+        if not whole:
+            self.result.evidence["retry_alone"] = "yes"
+        raise ProblemFailed("evaluation_out_of_memory", f"{_short(exc)} ({self.result.evidence.get('memory', '')})")
 
     def import_candidate(self) -> None:
         self.stage = "import"
         instruments.install_triton_hooks(self.launches)
-        headers.use(self.job.slim_headers)  # the build's sources exactly, or load_inline rebuilds
+        headers.use(self.job.headers, self.job.pch)  # the build's sources and flags exactly, or load_inline rebuilds
         self.snapshot = instruments.integrity_snapshot()
         self.threads = instruments.thread_count()
         with open(self.candidate_path, "w") as f:
@@ -308,6 +402,7 @@ class TrialRun:
             os.environ["TORCH_EXTENSIONS_DIR"] = self.job.extensions_dir
             os.environ["TORCH_CUDA_ARCH_LIST"] = self.job.arch_list  # same flags as the build: no rebuild
         started = time.perf_counter()
+        before_import = self._allocated()
         self.candidate_ran = True
         try:
             spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, self.candidate_path)
@@ -333,7 +428,11 @@ class TrialRun:
             self.model = model.to(self.device)
         except BaseException as exc:  # noqa: BLE001  (the candidate's constructor)
             raise EarlyVerdict("runtime_error", "init_failed", error=_short(exc)) from None
+        weight_allowance = self.footprint.weight_bytes if self.footprint is not None else 0
+        self._held_base = self._held_now = before_import + weight_allowance  # the candidate's weights: as the reference's
+        self._end_call()  # what its import and constructor hold beyond that
         self.buffers = self._inputs(0)
+        self._held_base += _nbytes(self.buffers)
         weights = [*self.model.parameters(), *self.model.buffers()]
         self.launches.protected = [instruments.storage_range(t) for t in [*tensors(self.buffers), *weights]]
         self.checks.append("import")
@@ -384,10 +483,12 @@ class TrialRun:
         values = self._refill(trial)
         self._poison_allocator(self.expected[trial])
         self.launches.reset()
+        self._start_call(_nbytes(values))
         with torch.no_grad(), _filled_memory(fill):
             with recorder if recorder is not None else contextlib.nullcontext():
                 out = self._candidate_call(self.trials[trial], self.model, *self.buffers)
             self._candidate_call(self.trials[trial], self._sync)  # asynchronous faults of its kernels surface here
+        self._end_call()
         self._check_integrity(self.trials[trial])
         return out, values
 
@@ -411,6 +512,7 @@ class TrialRun:
                 self._fail_trial(t, out, result)
             worst = compare.Comparison(True, "ok", max(worst.max_abs_err, result.max_abs_err),
                                        max(worst.rel_err, result.rel_err))
+            del out, inputs  # before the next trial's draw: held over, they were one input set and output beyond the plan
         self.result.max_abs_err, self.result.rel_err = worst.max_abs_err, worst.rel_err
         self.checks += ["inputs_unchanged", "outputs", f"trials:{len(self.trials)}"]
 
@@ -436,7 +538,7 @@ class TrialRun:
             return reason
         try:
             filled, _ = self._call(t, fill=True)
-        except EarlyVerdict:
+        except (EarlyVerdict, ProblemFailed):  # the verdict is settled: a fault or shortfall of the re-run keeps it
             return reason
         return "unwritten_output" if compare.unwritten_between(out, filled) else reason
 
@@ -496,6 +598,7 @@ class TrialRun:
         from torch.profiler import ProfilerActivity, profile
         from kernelzero.gpu_workers.kernels import is_library_kernel
         self._refill(0)
+        self._start_call()
         with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
             self._candidate_call("profiler", self.model, *self.buffers)
             self._candidate_call("profiler", torch.cuda.synchronize)
@@ -545,6 +648,7 @@ class TrialRun:
         def compiled_reference(*args: Any) -> Any:
             return compiled(*args)
 
+        self._start_call()  # every call's peak below is the candidate's or the reference's (within the allowance)
         with torch.no_grad(), self.turns.exclusive():
             measured = timing.measure(
                 candidate, reference, sets, budget_s=self.cfg.timing_budget_s,
@@ -582,6 +686,12 @@ class TrialRun:
 
     def _blame(self, exc: BaseException) -> EarlyVerdict:
         """The verdict for an exception that reached `run`: the candidate's where it may have caused it, else ours."""
+        if self.candidate_ran and _is_oom(exc) and not self._through_candidate(exc):
+            try:  # in the evaluator's own code: the candidate's only if it holds more than its allowance
+                self._shortfall_or_none(exc, self.stage, self._candidate_held + _tried_bytes(exc))
+            except ProblemFailed as shortfall:
+                self.result.evidence["whole_gpu"] = "yes" if self._oom_is_final() else "no"
+                return EarlyVerdict("problem_error", shortfall.reason, detail=shortfall.detail)
         if self.candidate_ran and (_is_oom(exc) or _is_device_fault(exc) or self._through_candidate(exc)):
             return self._classify(exc, self.stage)
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -617,6 +727,8 @@ class TrialRun:
         except EarlyVerdict as v:
             self._conclude(v)
         except ProblemFailed as exc:
+            if exc.reason in ("reference_out_of_memory", "evaluation_out_of_memory") and self.device.type == "cuda":
+                self.result.evidence["whole_gpu"] = "yes" if self._oom_is_final() else "no"
             self._conclude(EarlyVerdict("problem_error", exc.reason, detail=exc.detail))
         except BaseException as exc:  # noqa: BLE001  (blamed on the candidate where it may have caused it)
             self._conclude(self._blame(exc))
@@ -672,6 +784,12 @@ def _is_oom(exc: BaseException) -> bool:
     text = str(exc).lower()
     return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in text or \
         "can't allocate memory" in text
+
+
+def _tried_bytes(exc: BaseException) -> int:
+    """The allocation that failed, from torch's message ("Tried to allocate 8.00 GiB"); 0 where it does not say."""
+    found = _TRIED.search(str(exc))
+    return int(float(found.group(1)) * _UNITS[found.group(2)]) if found else 0
 
 
 def _is_device_fault(exc: BaseException) -> bool:

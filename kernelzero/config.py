@@ -59,7 +59,9 @@ class EvaluatorConfig(Section):
     timing_max_reps: int = 1000
     memory_limit_gb: float = 16.0  # host address-space limit for candidate processes
     build_workers: int = 0  # CUDA extension builds in parallel; 0 = one per CPU core
-    slim_headers: bool = True  # build against torch/types.h, not torch/extension.h (gpu_workers/headers.py)
+    build_headers: Literal["split", "slim", "full"] = "split"  # lightest first, heavier on failure (gpu_workers/headers.py)
+    # torch's binding headers compiled once per machine, shared by every pool (gpu_workers/prebuilt_headers.py); "": none
+    precompiled_headers_dir: str = "~/.cache/kernelzero/pch"
     cache_dir: str = "~/.cache/kernelzero"
     workers_per_gpu: int = 1
     cpu_workers: int = 1  # workers on a machine without a GPU (Triton's interpreter): one per core pays

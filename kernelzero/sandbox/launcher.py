@@ -159,13 +159,14 @@ class Sandbox:
 
     # ---- starting processes ----
     async def start(self, command: list[str], *, writable: list[tuple[str, str]], gpu: bool = False,
-                    env: dict[str, str | None] | None = None, **kwargs) -> asyncio.subprocess.Process:
-        """`command` in the sandbox, host folders `writable` bound read-write at their inside paths.
+                    env: dict[str, str | None] | None = None, readable: list[tuple[str, str]] = (),
+                    **kwargs) -> asyncio.subprocess.Process:
+        """`command` in the sandbox, host folders `writable` bound read-write and `readable` read-only at their inside paths.
 
         `env` sets (None: removes) variables of the environment the sandbox passes on; the other
         keyword arguments go to asyncio.create_subprocess_exec.
         """
-        argv, env, uid_map = self._launch(command, writable, gpu, env or {})
+        argv, env, uid_map = self._launch(command, writable, gpu, env or {}, list(readable))
         if uid_map is None:
             return await asyncio.create_subprocess_exec(*argv, env=env, **kwargs)
         try:
@@ -181,9 +182,10 @@ class Sandbox:
         return proc
 
     def popen(self, command: list[str], *, writable: list[tuple[str, str]], gpu: bool = False,
-              env: dict[str, str | None] | None = None, **kwargs) -> subprocess.Popen:
+              env: dict[str, str | None] | None = None, readable: list[tuple[str, str]] = (),
+              **kwargs) -> subprocess.Popen:
         """`start`, for a caller without an event loop: a subprocess.Popen (keyword arguments go to it)."""
-        argv, env, uid_map = self._launch(command, writable, gpu, env or {})
+        argv, env, uid_map = self._launch(command, writable, gpu, env or {}, list(readable))
         if uid_map is None:
             return subprocess.Popen(argv, env=env, **kwargs)
         try:
@@ -198,13 +200,13 @@ class Sandbox:
             raise
         return proc
 
-    def _launch(self, command: list[str], writable: list[tuple[str, str]], gpu: bool,
-                env: dict[str, str | None]) -> tuple[list[str], dict[str, str], "_UidMap | None"]:
+    def _launch(self, command: list[str], writable: list[tuple[str, str]], gpu: bool, env: dict[str, str | None],
+                readable: list[tuple[str, str]]) -> tuple[list[str], dict[str, str], "_UidMap | None"]:
         """(argv, its environment, the uid map to write once it started, if any) for `command` in the sandbox."""
         env = self._environment(env)
         if self.mode != "bwrap":
             return command, env, None
-        args = self._bwrap_args(writable, gpu, env)
+        args = self._bwrap_args(writable, gpu, env, readable)
         uid_map = _UidMap(self.config.candidate_uid) if self.maps_candidate else None
         return [self.bwrap, *(uid_map.args() if uid_map else []), *args, "--", *command], self._bwrap_env(env), uid_map
 
@@ -225,7 +227,8 @@ class Sandbox:
         """bwrap's own environment: `env`, plus its carried libraries (the sandbox gets `env` back, _bwrap_args)."""
         return {**env, **_lib_path(self.bwrap)}
 
-    def _bwrap_args(self, writable: list[tuple[str, str]], gpu: bool, env: dict[str, str]) -> list[str]:
+    def _bwrap_args(self, writable: list[tuple[str, str]], gpu: bool, env: dict[str, str],
+                    readable: list[tuple[str, str]]) -> list[str]:
         args = ["--unshare-user", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "kernelzero",
                 "--chdir", "/"]
@@ -238,7 +241,7 @@ class Sandbox:
         read_only = read_only_paths(self.config.sandbox_binds, self.packages)
         cache = str(self.cache_dir.resolve())
         masked = [cache] if any(_within(cache, path) for path in read_only) else []
-        for folder in _folders_above([*read_only, *(inside for _, inside in writable)]):
+        for folder in _folders_above([*read_only, *(inside for _, inside in [*writable, *readable])]):
             args += ["--perms", "0755", "--dir", folder]  # bwrap would make them 0700: the candidate's uid must pass
         for path in read_only:
             args += ["--ro-bind", path, path]
@@ -248,6 +251,8 @@ class Sandbox:
             args += ["--dev-bind", device, device]
         for host, inside in writable:
             args += ["--bind", host, inside]
+        for host, inside in readable:  # after the cache's mask: they may lie in the cache
+            args += ["--ro-bind", host, inside]
         return args
 
     # ---- the probe ----

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from kernelzero.sandbox.launcher import Sandbox
 
 AREA, JOB, EXTENSIONS, SHARED_MEMORY = "/kz", "/kz/job", "/kz/ext", "/dev/shm"
+PRECOMPILED = "/kz/pch"  # torch's precompiled binding headers, read-only (gpu_workers/prebuilt_headers.py)
 
 
 class Workspace:

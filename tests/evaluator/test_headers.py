@@ -12,6 +12,7 @@ import pytest
 
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import EvaluatorPool, headers
+from kernelzero.gpu_workers.messages import Built
 
 needs_compiler = pytest.mark.skipif(not (shutil.which("g++") and shutil.which("ninja")),
                                     reason="load_inline needs g++ and ninja on PATH")
@@ -30,7 +31,7 @@ ext = load_inline("kz_frontend", cpp_sources="#include <torch/extension.h>\\n"
 LOAD_AND_CALL = '''
 import importlib.util, os, sys, torch
 from kernelzero.gpu_workers import headers
-headers.use(sys.argv[2] == "slim")
+headers.use(sys.argv[2])
 os.environ["TORCH_EXTENSIONS_DIR"] = sys.argv[1]
 spec = importlib.util.spec_from_file_location("kz_candidate", os.path.join(sys.argv[1], "kz_candidate.py"))
 module = importlib.util.module_from_spec(spec)
@@ -56,7 +57,7 @@ def test_a_caller_that_drops_the_implicit_headers_keeps_that_choice() -> None:
     assert slim == {"cpp_sources": ["int f();"], "cuda_sources": None, "no_implicit_headers": True}
 
 
-def _build(tmp_path: Path, source: str) -> tuple[str, bool, float, object]:
+def _build(tmp_path: Path, source: str) -> tuple[str, Built, float, object]:
     # uncontained: these tests load the build outside any sandbox, at its host path (test_sandbox.py builds contained)
     config = EvaluatorConfig(cache_dir=str(tmp_path / "cache"), sandbox=False, require_sandbox=False)
     pool = EvaluatorPool(config, device="cpu")
@@ -64,10 +65,10 @@ def _build(tmp_path: Path, source: str) -> tuple[str, bool, float, object]:
     return asyncio.run(pool._build(source))
 
 
-def _load_and_call(ext_dir: str, slim: bool, function: str) -> tuple[str, int]:
+def _load_and_call(ext_dir: str, mode: str, function: str) -> tuple[str, int]:
     """Import the built candidate in a fresh process as a worker would; (its output, how many libraries there are)."""
     before = {p: p.stat().st_mtime for p in Path(ext_dir).rglob("*.so")}
-    out = subprocess.run([sys.executable, "-c", LOAD_AND_CALL, ext_dir, "slim" if slim else "full", function],
+    out = subprocess.run([sys.executable, "-c", LOAD_AND_CALL, ext_dir, mode, function],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     after = {p: p.stat().st_mtime for p in Path(ext_dir).rglob("*.so")}
@@ -77,20 +78,21 @@ def _load_and_call(ext_dir: str, slim: bool, function: str) -> tuple[str, int]:
 
 @needs_compiler
 def test_a_kernel_only_source_builds_slim_and_loads_without_rebuilding(tmp_path: Path) -> None:
-    ext_dir, slim, compile_s, failure = _build(tmp_path, KERNEL_ONLY)
-    assert failure is None and slim is True and compile_s > 0
+    ext_dir, built, compile_s, failure = _build(tmp_path, KERNEL_ONLY)
+    assert failure is None and compile_s > 0
+    assert (built.mode, built.headers) == ("split", "slim")  # no CUDA source to split: built as slim
     main_cpp = (Path(ext_dir) / "kz_twice" / "main.cpp").read_text()
     assert "torch/extension.h" not in main_cpp and "torch/python.h" in main_cpp
-    assert _load_and_call(ext_dir, slim, "twice") == ("[-2.0, 4.0]", 1)
+    assert _load_and_call(ext_dir, built.mode, "twice") == ("[-2.0, 4.0]", 1)
 
 
 @needs_compiler
 def test_a_source_needing_the_whole_frontend_falls_back_to_full_headers(tmp_path: Path) -> None:
-    ext_dir, slim, compile_s, failure = _build(tmp_path, NEEDS_FRONTEND)
-    assert failure is None and slim is False
-    assert Path(ext_dir + ".ok").read_bytes().endswith(b"\nfull")  # the signed mark beside the build
-    assert _load_and_call(ext_dir, slim, "act") == ("[0.0, 2.0]", 1)
-    assert _build(tmp_path, NEEDS_FRONTEND)[:3] == (ext_dir, False, 0.0)  # cached, headers remembered
+    ext_dir, built, compile_s, failure = _build(tmp_path, NEEDS_FRONTEND)
+    assert failure is None and (built.mode, built.headers) == ("full", "full") and built.cpu_s > 0
+    assert Path(ext_dir + ".ok").exists()  # the signed mark beside the build
+    assert _load_and_call(ext_dir, built.mode, "act") == ("[0.0, 2.0]", 1)
+    assert _build(tmp_path, NEEDS_FRONTEND)[:3] == (ext_dir, built, 0.0)  # cached, headers remembered
 
 
 @pytest.mark.parametrize("message, missing", [
@@ -109,7 +111,7 @@ def test_only_a_missing_declaration_is_worth_a_build_with_full_headers(message: 
 def test_a_missing_name_is_retried_with_full_headers_and_then_reported(tmp_path: Path) -> None:
     _, _, _, failure = _build(tmp_path, NEEDS_FRONTEND.replace("relu(x)", "relu(x) + kz_undeclared"))
     assert (failure.verdict, failure.reason) == ("compile_error", "build_failed")
-    assert failure.evidence["headers"] == "as written"
+    assert failure.evidence["headers"] == "full"
     assert "kz_undeclared" in failure.evidence["error"] + failure.evidence["log"]
 
 

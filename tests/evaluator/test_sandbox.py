@@ -203,10 +203,10 @@ def build_then_run(name: str, cache_dir: Path):
     async def run():
         config = EvaluatorConfig(cache_dir=str(cache_dir), static_checks=False, timeout_s=600)
         async with EvaluatorPool(config, device="cpu", use_cache=False) as pool:
-            ext_dir, slim, _, failure = await pool._build(source)
+            ext_dir, built, _, failure = await pool._build(source)
             if failure is not None:
                 return failure, None
-            return None, await pool._run(RELU, source, ext_dir, slim)
+            return None, await pool._run(RELU, source, ext_dir, built)
 
     return asyncio.run(run())
 

@@ -558,12 +558,15 @@ async def run_ours_settings(args, cands, problems, work: Path, notes: list[str],
         mode, _, pch = headers.partition("+")
         config = ours_config(device, run_dir / "ours" / "cache", n, mode, builds, sandbox == "on", pch == "pch")
         ours = await _ours_or_note(run_ours_batch(cands, problems, config, args.ours_cap_s), notes)
-        results = ours.get("results", {}).values()
+        by_name = ours.get("results", {})
+        results = by_name.values()
         done = sum("verdict" in r for r in results)
+        expected = sum(by_name.get(c.name, {}).get("verdict") == c.expect for c in cands)
         held = sorted({r["evidence"].get("sandbox", "") for r in results if "evidence" in r})
         notes.append(f"Ours, containment {sandbox} ({'; '.join(held) or 'unknown'}), {headers} headers, "
                      f"{builds or 'default'} builds at once, {n} worker(s) per GPU: {done} candidates in "
-                     f"{ours.get('wall_s')} s, {throughput(done, ours.get('wall_s', 0.0))}/hour "
+                     f"{ours.get('wall_s')} s ({expected} with the expected verdict), "
+                     f"{throughput(done, ours.get('wall_s', 0.0))}/hour "
                      f"(cold build, result and Triton caches); builds: {build_costs(results)}; "
                      f"build steps: {build_steps(run_dir)}.")
     return ours

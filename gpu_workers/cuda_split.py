@@ -225,7 +225,7 @@ def _rewrite_launches(host: str, kernels: set[str]) -> str | None:
             args_open += 1
         if not 2 <= len(config) <= 4 or args_open >= len(host) or host[args_open] != "(":
             return None
-        close = _matching(host, args_open)
+        close = _matching(code, args_open)
         if close is None:
             return None
         config += ["0", "0"][len(config) - 2:]
@@ -239,24 +239,16 @@ def _rewrite_launches(host: str, kernels: set[str]) -> str | None:
     return None if "<<<" in _code_only(text) else text
 
 
-def _matching(text: str, open_at: int) -> int | None:
-    """The index of the bracket closing the one at open_at."""
+def _matching(code: str, open_at: int) -> int | None:
+    """The index of the bracket closing the one at open_at, in code whose comments and literals are blanked."""
     depth = 0
-    i = open_at
-    while i < len(text):
-        skip = _skip_literal_or_comment(text, i)
-        if skip is None:
-            return None
-        if skip > i:
-            i = skip
-            continue
-        if text[i] in "([{":
+    for i in range(open_at, len(code)):
+        if code[i] in "([{":
             depth += 1
-        elif text[i] in ")]}":
+        elif code[i] in ")]}":
             depth -= 1
             if depth == 0:
                 return i
-        i += 1
     return None
 
 

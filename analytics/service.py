@@ -38,8 +38,7 @@ async def run_projector(config: Config, *, idle_exit_s: float | None = None) -> 
 
     settings = config.analytics
     stats = ProjectorStats()
-    log = await open_log(config.log.url)
-    try:
+    async with await open_log(config.log.url) as log:
         with Projection(settings.db) as projection:
             install_views(projection.con, settings)
             pending = projection.con.execute("SELECT count(*) FROM evaluations").fetchone()[0] > 0
@@ -63,8 +62,6 @@ async def run_projector(config: Config, *, idle_exit_s: float | None = None) -> 
                         idle_since = time.monotonic()
                     elif idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
                         return stats
-    finally:
-        await log.close()
 
 
 def serve(args: argparse.Namespace, config: Config) -> int:

@@ -162,14 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.child is not None:
         return _child(args.child, args.device, args.sections, args.idle_exit, not args.no_result_cache,
                       args.gpu_processes)
-    from kernelzero.config import ConfigError, load_config
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(f"evaluator workers: {exc}", file=sys.stderr)
+    from kernelzero.config import load_for_command
+    config = load_for_command(args.config, args.broker, "evaluator workers")
+    if config is None:
         return 2
-    if args.broker:
-        config.log.url = args.broker
     return run_workers(args.workers, config, idle_exit_s=args.idle_exit, use_cache=not args.no_result_cache)
 
 

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from kernelzero.config import ConfigError, load_config
+from kernelzero.config import load_for_command
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -78,13 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     module.add_arguments(parser)
     _common_after_actions(parser)
     args = parser.parse_args(argv[1:])
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(f"kernelzero: {exc}", file=sys.stderr)
+    config = load_for_command(args.config, args.broker, "kernelzero")
+    if config is None:
         return 2
-    if args.broker:
-        config.log.url = args.broker
     try:
         return int(module.main(args, config) or 0)
     except KeyboardInterrupt:

@@ -8,6 +8,7 @@ semantic sense beyond their type and each section's `rules()` (values that would
 from __future__ import annotations
 
 import os
+import sys
 import re
 import tomllib
 from pathlib import Path
@@ -389,3 +390,15 @@ def launch_ranks(env: Mapping[str, str] | None = None) -> LaunchRanks:
     if not 0 <= ranks.rank < ranks.world_size:
         raise ConfigError(f"RANK {ranks.rank} is outside WORLD_SIZE {ranks.world_size}")
     return ranks
+
+
+def load_for_command(path: str | None, broker: str | None, command: str) -> Config | None:
+    """A command's configuration: its --config file, its --broker over the log's URL; None after printing why it is bad."""
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return None
+    if broker:
+        config.log.url = broker
+    return config

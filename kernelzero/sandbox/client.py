@@ -34,6 +34,9 @@ class ForkServerClient:
         self.workspace: Workspace | None = None
         self._process: subprocess.Popen | None = None
         self._probed = False
+        # bwrap --die-with-parent follows the thread that started it: a caller's short-lived worker thread
+        # (anyio's idle out after seconds) would take the server down with it, so one thread lives with the client
+        self._starter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="forkserver-start")
 
     def scratch(self) -> str:
         """A fresh scratch folder for the next request, as the server's children see it; starts the server if needed."""
@@ -62,8 +65,9 @@ class ForkServerClient:
         if self.workspace is None:
             self.workspace = Workspace(self.sandbox, self.workspace_root)
         confinement = [] if self.sandbox.mode == "off" else [self.sandbox.confinement_arg()]
-        process = self.sandbox.popen([sys.executable, "-m", self.module, *confinement], writable=self.workspace.binds(),
-                                     gpu=self.gpu, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        process = self._starter.submit(
+            self.sandbox.popen, [sys.executable, "-m", self.module, *confinement], writable=self.workspace.binds(),
+            gpu=self.gpu, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE).result()
         self._process = process
         if forkserver.read_frame(process.stdout.fileno(), time.monotonic() + START_TIMEOUT_S) != forkserver.READY:
             self.close()

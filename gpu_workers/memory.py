@@ -1,11 +1,11 @@
 """GPU memory by need: what one evaluation holds, from its problem's measured footprint, and the plan that follows; arithmetic only.
 
-It measures nothing (trial.py reads the footprint off torch's allocator around the reference) and
-its estimate of the candidate's own working memory (as much as the reference's peak) is the
-candidate's allowance: running out of memory within it is the evaluator's shortfall (never charged),
-beyond it the candidate's (`oom_is_candidates`). Workers sharing a GPU each get an equal share; an
-evaluation whose need exceeds its share runs alone (gpu_workers/device_turns.py) with what is
-usable of the GPU to itself.
+It measures nothing (trial.py reads the footprint off torch's allocator around the reference,
+through memory_ledger.py) and its estimate of the candidate's own working memory (as much as the
+reference's peak) is the candidate's allowance: running out of memory within it is the evaluator's
+shortfall (never charged), beyond it the candidate's (`oom_is_candidates`). Workers sharing a GPU
+each get an equal share; an evaluation whose need exceeds its share runs alone
+(gpu_workers/device_turns.py) with what is usable of the GPU to itself.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ DRAW_FACTOR = 4
 MARGIN = 1.25  # the estimate must fit this many times over: allocator rounding and fragmentation
 MAX_POISON_BLOCKS = 2  # freed blocks of each output's size filled before a call (trial.py)
 ALLOWANCE_SLACK = 256 << 20  # on top of MARGIN times the reference's peak: small buffers (the candidate's scratch, the timing flush)
+GB = 1e9  # evidence reports decimal gigabytes
 
 
 @dataclass(frozen=True)

@@ -11,17 +11,17 @@ raises is the candidate's verdict). What this module's own code raises is `evalu
 with the traceback, except where the candidate may have caused it: a device fault (CUDA error,
 out of memory) once candidate code has run, or an exception raised through a frame of the
 candidate's file; an out-of-memory on CUDA only where the candidate held or asked for more than its
-allowance (the reference's own peak, memory.py): within it the shortfall is the evaluator's. It does NOT tell an evaluator bug triggered by odd but valid candidate data
+allowance (the reference's own peak, memory.py; counted by memory_ledger.py): within it the shortfall is the evaluator's. It does NOT tell an evaluator bug triggered by odd but valid candidate data
 from a fault of that data, beyond compare.py's self-comparison.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import importlib.util
 import os
-import re
 import sys
 import time
 import traceback
@@ -32,6 +32,7 @@ import msgspec
 import torch
 
 from kernelzero.gpu_workers import compare, device_turns, headers, instruments, memory
+from kernelzero.gpu_workers.memory_ledger import MemoryLedger, nbytes
 from kernelzero.gpu_workers.messages import Job, JobAnswer
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
 from kernelzero.problems import ProblemError, load_problem
@@ -49,9 +50,6 @@ UNJOINED_SHARE = 0.2
 # tried again after they had a turn; this many times at most, then it is the problem's.
 ALONE_ATTEMPTS = 3
 WHOLE_GPU = 0.95  # an evaluation alone with at least this share of its usable memory had the GPU
-_TRIED = re.compile(r"Tried to allocate ([0-9.]+) (B|bytes|KiB|MiB|GiB|TiB)")
-_UNITS = {"B": 1, "bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-GB = 1e9
 # bound before candidate code loads, like compare.py's functions: a candidate cannot rebind them
 _set_deterministic = torch.use_deterministic_algorithms
 _deterministic_enabled = torch.are_deterministic_algorithms_enabled
@@ -70,10 +68,6 @@ class EarlyVerdict(Exception):
         self.verdict = verdict
         self.reason = reason
         self.evidence = {k: str(v)[:2000] for k, v in evidence.items()}
-
-
-def _nbytes(values: list[Any]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors(values))
 
 
 def _permute_chunk(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -116,10 +110,7 @@ class TrialRun:
         self.candidate_ran = False  # from the import on, device faults are the candidate's
         self.expected: list[list[Any]] = []
         self.timing_sets: list[list[Any]] = []
-        self.footprint: memory.Footprint | None = None
-        self._held_base = 0  # bytes the evaluator holds during the trials (its own, the candidate's weights allowance)
-        self._call_base = 0  # bytes allocated when the current candidate call began
-        self._candidate_held = 0  # bytes the candidate held beyond the evaluator's after its last call (its output too)
+        self.ledger = MemoryLedger(self.device)
 
     # ---- GPU memory by need (gpu_workers/memory.py) ----
     def _start_gpu(self) -> None:
@@ -133,7 +124,7 @@ class TrialRun:
 
     def _cap(self, nbytes: int) -> None:
         torch.cuda.set_per_process_memory_fraction(min(1.0, nbytes / self.gpu_bytes), self.device)
-        self.cap_bytes = nbytes
+        self.ledger.cap_bytes = nbytes
 
     def _go_alone(self) -> None:
         """Wait for the GPU to this evaluation alone, then take what is usable of it.
@@ -170,10 +161,10 @@ class TrialRun:
         where = "shared"
         if self.turns.is_alone:
             where = "alone" if self._oom_is_final() else \
-                f"alone, {getattr(self, 'held_by_others', 0) / GB:.3g} GB held by others"
-        self.result.evidence["memory"] = (f"need {chosen.need_bytes / GB:.3g} GB, cap {chosen.cap_bytes / GB:.3g} GB, "
-                                          f"{where}, {chosen.timing_sets} extra timing sets, "
-                                          f"{chosen.poison_blocks} poisoned blocks"
+                f"alone, {getattr(self, 'held_by_others', 0) / memory.GB:.3g} GB held by others"
+        self.result.evidence["memory"] = (f"need {chosen.need_bytes / memory.GB:.3g} GB, "
+                                          f"cap {chosen.cap_bytes / memory.GB:.3g} GB, {where}, {chosen.timing_sets} "
+                                          f"extra timing sets, {chosen.poison_blocks} poisoned blocks"
                                           + ("" if chosen.fits else ", does not fit"))
         if chosen.alone:
             raise _GoAlone()  # released before waiting: a waiting evaluation holds no memory of its own
@@ -223,37 +214,19 @@ class TrialRun:
         out = self._forward_reference(inputs)
         return [t.clone() if isinstance(t, torch.Tensor) else t for t in _problem_call(compare.flatten_outputs, out)]
 
-    def _peak_since(self, base: int) -> int:
-        return torch.cuda.max_memory_allocated(self.device) - base if self.device.type == "cuda" else 0
-
-    def _mark(self) -> int:
-        """Peak statistics restarted; the bytes allocated now (0 off CUDA)."""
-        if self.device.type != "cuda":
-            return 0
-        torch.cuda.reset_peak_memory_stats(self.device)
-        return torch.cuda.memory_allocated(self.device)
-
-    def _draw_peak(self) -> int:
-        """The largest peak of drawing one trial's inputs: a native draw, the permuted one (its shuffle), a scaled one."""
-        peak = 0
-        for t in (0, self.trials.index("permuted"), len(self.trials) - 1):
-            base = self._mark()
-            values = self._inputs(t)
-            peak = max(peak, self._peak_since(base), _nbytes(values))
-            del values
-        return peak
-
     def _measured_reference(self) -> tuple[memory.Footprint, list[Any]]:
         """The first reference output and the problem's footprint: its sizes, the forward's and the draws' peak memory."""
-        draw_peak = self._draw_peak() if self.device.type == "cuda" else 0
+        # a native draw, the permuted one (its shuffle), a scaled one
+        draws = [functools.partial(self._inputs, t) for t in (0, self.trials.index("permuted"), len(self.trials) - 1)]
+        draw_peak = self.ledger.draw_peak(draws)
         inputs = self._inputs(0)
-        base = self._mark()
+        base = self.ledger.mark()
         out = self._forward_reference(inputs)
-        peak = self._peak_since(base)
+        peak = self.ledger.peak_since(base)
         flat = [t.clone() if isinstance(t, torch.Tensor) else t for t in _problem_call(compare.flatten_outputs, out)]
         weights = [*self.ref_model.parameters(), *self.ref_model.buffers()]
-        fp = memory.Footprint(input_bytes=_nbytes(inputs), output_bytes=_nbytes(flat), weight_bytes=_nbytes(weights),
-                              ref_peak_bytes=max(peak, _nbytes(flat)), draw_peak_bytes=draw_peak)
+        fp = memory.Footprint(input_bytes=nbytes(inputs), output_bytes=nbytes(flat), weight_bytes=nbytes(weights),
+                              ref_peak_bytes=max(peak, nbytes(flat)), draw_peak_bytes=draw_peak)
         return fp, flat
 
     def _sync(self) -> None:
@@ -294,7 +267,7 @@ class TrialRun:
         natives = max(self.cfg.trials, 2)
         self.trials = [f"seed{i}" for i in range(natives)] + ["permuted", *SCALES]
         footprint, first = self._measured_reference()
-        self.footprint = footprint
+        self.ledger.footprint = footprint
         self.plan = self._plan(footprint)
         self.expected = [first] + [self._reference(self._inputs(t)) for t in range(1, len(self.trials))]
         again = self._reference(self._inputs(0))
@@ -347,46 +320,17 @@ class TrialRun:
             return fn(*args)
         except BaseException as exc:  # noqa: BLE001  (the candidate's code, whatever it raised)
             if _is_oom(exc):
-                self._shortfall_or_none(exc, where, self._demand(exc))
+                self._shortfall_or_none(exc, where, self.ledger.call_demand(exc))
             raise self._classify(exc, where) from None
-
-    # ---- whose out-of-memory (memory.oom_is_candidates) ----
-    def _allocated(self) -> int:
-        return torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
-
-    def _start_call(self, values_bytes: int = 0) -> None:
-        """Before a candidate call: what the candidate held beyond the evaluator's, and the call's base."""
-        self._call_base = self._mark()
-        self._held_now = self._held_base + values_bytes
-
-    def _demand(self, exc: BaseException) -> int:
-        """What the candidate held and asked for when its call ran out of memory (memory.oom_is_candidates)."""
-        tried = _tried_bytes(exc)
-        if tried or self.footprint is None or self.device.type != "cuda":
-            return self._candidate_held_before() + self._peak_since(self._call_base) + tried
-        # a failed request of unknown size (a CUDA error out of torch's allocator): the candidate's where the
-        # evaluation left it at least the reference's peak when its call began
-        left = self.cap_bytes - self._call_base
-        return 0 if left < self.footprint.ref_peak_bytes else 1 << 62
-
-    def _candidate_held_before(self) -> int:
-        return max(0, self._call_base - getattr(self, "_held_now", self._held_base))
-
-    def _end_call(self) -> None:
-        """After a candidate call: what it holds now beyond the evaluator's (its output included)."""
-        if self.device.type == "cuda":
-            self._candidate_held = max(0, self._allocated() - getattr(self, "_held_now", self._held_base))
 
     def _shortfall_or_none(self, exc: BaseException, where: str, demand: int) -> None:
         """Raise the evaluator's out-of-memory (problem_error, not cached, retried alone by the pool) where `demand`
         is within the candidate's allowance; return where it is the candidate's."""
-        if self.device.type != "cuda" or self.footprint is None or memory.oom_is_candidates(self.footprint, demand):
+        shortfall = self.ledger.shortfall(demand, where)
+        if shortfall is None:
             return
-        whole = self._oom_is_final()
-        self.result.evidence["memory_shortfall"] = (
-            f"the candidate held or asked for {demand / GB:.3g} GB, within its allowance of "
-            f"{memory.allowance_bytes(self.footprint) / GB:.3g} GB (the reference's peak); at {where}")
-        if not whole:
+        self.result.evidence["memory_shortfall"] = shortfall
+        if not self._oom_is_final():
             self.result.evidence["retry_alone"] = "yes"
         raise ProblemFailed("evaluation_out_of_memory", f"{_short(exc)} ({self.result.evidence.get('memory', '')})")
 
@@ -402,7 +346,7 @@ class TrialRun:
             os.environ["TORCH_EXTENSIONS_DIR"] = self.job.extensions_dir
             os.environ["TORCH_CUDA_ARCH_LIST"] = self.job.arch_list  # same flags as the build: no rebuild
         started = time.perf_counter()
-        before_import = self._allocated()
+        before_import = self.ledger.allocated()
         self.candidate_ran = True
         try:
             spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, self.candidate_path)
@@ -428,11 +372,9 @@ class TrialRun:
             self.model = model.to(self.device)
         except BaseException as exc:  # noqa: BLE001  (the candidate's constructor)
             raise EarlyVerdict("runtime_error", "init_failed", error=_short(exc)) from None
-        weight_allowance = self.footprint.weight_bytes if self.footprint is not None else 0
-        self._held_base = self._held_now = before_import + weight_allowance  # the candidate's weights: as the reference's
-        self._end_call()  # what its import and constructor hold beyond that
+        self.ledger.after_construction(before_import)
         self.buffers = self._inputs(0)
-        self._held_base += _nbytes(self.buffers)
+        self.ledger.hold(nbytes(self.buffers))
         weights = [*self.model.parameters(), *self.model.buffers()]
         self.launches.protected = [instruments.storage_range(t) for t in [*tensors(self.buffers), *weights]]
         self.checks.append("import")
@@ -483,12 +425,12 @@ class TrialRun:
         values = self._refill(trial)
         self._poison_allocator(self.expected[trial])
         self.launches.reset()
-        self._start_call(_nbytes(values))
+        self.ledger.start_call(nbytes(values))
         with torch.no_grad(), _filled_memory(fill):
             with recorder if recorder is not None else contextlib.nullcontext():
                 out = self._candidate_call(self.trials[trial], self.model, *self.buffers)
             self._candidate_call(self.trials[trial], self._sync)  # asynchronous faults of its kernels surface here
-        self._end_call()
+        self.ledger.end_call()
         self._check_integrity(self.trials[trial])
         return out, values
 
@@ -598,7 +540,7 @@ class TrialRun:
         from torch.profiler import ProfilerActivity, profile
         from kernelzero.gpu_workers.kernels import is_library_kernel
         self._refill(0)
-        self._start_call()
+        self.ledger.start_call()
         with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
             self._candidate_call("profiler", self.model, *self.buffers)
             self._candidate_call("profiler", torch.cuda.synchronize)
@@ -648,7 +590,7 @@ class TrialRun:
         def compiled_reference(*args: Any) -> Any:
             return compiled(*args)
 
-        self._start_call()  # every call's peak below is the candidate's or the reference's (within the allowance)
+        self.ledger.start_call()  # every call's peak below is the candidate's or the reference's (within the allowance)
         with torch.no_grad(), self.turns.exclusive():
             measured = timing.measure(
                 candidate, reference, sets, budget_s=self.cfg.timing_budget_s,
@@ -668,8 +610,8 @@ class TrialRun:
             raise EarlyVerdict("rejected", "unjoined_stream", off_stream_ms=f"{measured.off_stream_ms:.4g}",
                           runtime_ms=f"{cand.median_ms:.4g}",
                           detail="forward returned before its work was ordered on the caller's stream")
-        nbytes = _nbytes(self.buffers) + _nbytes(self.expected[0])
-        floor = timing.physical_floor_ms(self.job.gpu, nbytes, self.ref_flops)
+        moved = nbytes(self.buffers) + nbytes(self.expected[0])
+        floor = timing.physical_floor_ms(self.job.gpu, moved, self.ref_flops)
         r.evidence["physical_floor_ms"] = f"{floor:.4g}"
         self.checks.append("timing")
         if cand.median_ms < self.cfg.physical_slack * floor:
@@ -688,7 +630,7 @@ class TrialRun:
         """The verdict for an exception that reached `run`: the candidate's where it may have caused it, else ours."""
         if self.candidate_ran and _is_oom(exc) and not self._through_candidate(exc):
             try:  # in the evaluator's own code: the candidate's only if it holds more than its allowance
-                self._shortfall_or_none(exc, self.stage, self._candidate_held + _tried_bytes(exc))
+                self._shortfall_or_none(exc, self.stage, self.ledger.held_demand(exc))
             except ProblemFailed as shortfall:
                 self.result.evidence["whole_gpu"] = "yes" if self._oom_is_final() else "no"
                 return EarlyVerdict("problem_error", shortfall.reason, detail=shortfall.detail)
@@ -784,12 +726,6 @@ def _is_oom(exc: BaseException) -> bool:
     text = str(exc).lower()
     return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in text or \
         "can't allocate memory" in text
-
-
-def _tried_bytes(exc: BaseException) -> int:
-    """The allocation that failed, from torch's message ("Tried to allocate 8.00 GiB"); 0 where it does not say."""
-    found = _TRIED.search(str(exc))
-    return int(float(found.group(1)) * _UNITS[found.group(2)]) if found else 0
 
 
 def _is_device_fault(exc: BaseException) -> bool:

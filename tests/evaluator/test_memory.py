@@ -118,10 +118,10 @@ def _trial_on_a_simulated_gpu(monkeypatch, fp: Footprint, allocated: int, peak: 
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
     run = trial.TrialRun(Job(problem_src="", candidate_src="", device="cuda:0", scratch_dir="/nonexistent",
                              config=EvaluatorConfig()))
-    run.footprint, run.turns, run.gpu_bytes, run.usable = fp, _Turns(), H200_USABLE, H200_USABLE // 4
-    run.cap_bytes = run.usable
-    run._held_base = allocated
-    run._start_call()
+    run.ledger.footprint, run.turns, run.gpu_bytes, run.usable = fp, _Turns(), H200_USABLE, H200_USABLE // 4
+    run.ledger.cap_bytes = run.usable
+    run.ledger.held_base = allocated
+    run.ledger.start_call()
     return run
 
 

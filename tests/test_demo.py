@@ -17,6 +17,7 @@ from kernelzero.cli import main as cli_main
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a hang guard: from an empty evaluator cache on 2 cores the demo takes up to 15 min
 def test_the_demo_from_zero_shows_both_learners_learning(tmp_path):
     assert cli_main(["demo", "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache")]) == 0
     tables = json.loads((tmp_path / "run" / "demo.json").read_text())["tables"]

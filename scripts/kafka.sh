@@ -112,8 +112,13 @@ EOF
 
 format_storage() {
   [[ -f "$state/data/meta.properties" ]] && return 0
-  # A cluster id is 16 random bytes in URL-safe base64 without padding.
-  local cluster_id; cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+  # A cluster id is 16 random bytes in URL-safe base64 without padding. One in 64 of those
+  # starts with "-", which the storage tool's argument parser reads as an option (a CI run
+  # failed so), so draw again until it does not, as Kafka's own Uuid.randomUuid does.
+  local cluster_id="-"
+  while [[ "$cluster_id" == -* ]]; do
+    cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+  done
   java -cp "$libs/*" -Dlog4j2.configurationFile="$kafka_files/log4j2.yaml" kafka.tools.StorageTool \
     format --standalone --cluster-id "$cluster_id" --config "$state/server.properties" > "$state/format.log" 2>&1 \
     || { cat "$state/format.log" >&2; die "formatting KRaft storage in $state/data failed"; }

@@ -245,3 +245,27 @@ def compare_or_blame(expected: list[Any], got: Any, rtol: float, atol: float) ->
         copy = [t.clone() if isinstance(t, _TENSOR) else t for t in expected]
         compare_outputs(expected, copy, rtol, atol)  # raises when the comparison itself is broken
         return Comparison(False, "output_unreadable", detail=f"{type(exc).__name__}: {exc}"[:500])
+
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def unchanged(buf: torch.Tensor, src: torch.Tensor) -> bool:
+    """Whether the candidate's buffer still holds the trial's values bit for bit; a buffer it broke has changed."""
+    if not fits_storage(buf):  # reading it would reach past its storage
+        return False
+    try:
+        return _bit_identical(buf, src)
+    except RuntimeError:
+        _bit_identical(src, src)  # raises when the check itself is broken: then the fault is ours
+        return False
+
+
+def _bit_identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same shape, dtype and bits (NaN payloads and -0.0 included), compared as integers: no float temporaries."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_complex():
+        a, b = torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj())
+    bits = _BITS[a.element_size()]  # every real dtype has 1, 2, 4 or 8 bytes
+    return bool(torch.equal(a.reshape(-1).view(bits), b.reshape(-1).view(bits)))

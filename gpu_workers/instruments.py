@@ -212,3 +212,17 @@ def integrity_violations(before: dict[str, int]) -> list[str]:
 
 def thread_count() -> int:
     return threading.active_count()
+
+
+def kernel_times(prof) -> dict[str, float]:
+    """Device microseconds per kernel name, from device events (or the kernels attached to CPU ops)."""
+    times: dict[str, float] = {}
+    events = list(prof.events())
+    for e in events:
+        if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA:
+            times[e.name] = times.get(e.name, 0.0) + float(e.time_range.elapsed_us())
+    if not times:
+        for e in events:
+            for k in getattr(e, "kernels", []):
+                times[k.name] = times.get(k.name, 0.0) + float(k.duration)
+    return times

@@ -5,7 +5,7 @@ reference outputs computed (and checked for determinism and non-constancy) BEFOR
 code is imported, with the comparison functions and instruments bound beforehand too. The
 candidate then sees one set of input buffers, refilled in place with new values per trial.
 
-Blame: problem code is only ever called through `_problem_call` (what it raises is the problem's:
+Blame: problem code is only ever called through `blame.problem_call` (what it raises is the problem's:
 `problem_error`), candidate code through `TrialRun._candidate_call` and the import (what it
 raises is the candidate's verdict). What this module's own code raises is `evaluator_error`
 with the traceback, except where the candidate may have caused it: a device fault (CUDA error,
@@ -32,10 +32,12 @@ import msgspec
 import torch
 
 from kernelzero.gpu_workers import compare, device_turns, headers, instruments, memory
+from kernelzero.gpu_workers.blame import (EarlyVerdict, candidate_verdict, innermost_file, is_device_fault, is_oom,
+                                         problem_call, short)
 from kernelzero.gpu_workers.memory_ledger import MemoryLedger, nbytes
 from kernelzero.gpu_workers.messages import Job, JobAnswer
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
-from kernelzero.problems import ProblemError, load_problem
+from kernelzero.problems import load_problem
 from kernelzero.tracing import tensors
 
 CANDIDATE_MODULE = "kz_candidate"
@@ -60,16 +62,6 @@ class _GoAlone(Exception):
     """The plan needs more than a share: the reference side is released and prepared again alone."""
 
 
-class EarlyVerdict(Exception):
-    """Ends an evaluation with a verdict other than `correct`."""
-
-    def __init__(self, verdict: str, reason: str, **evidence: Any):
-        super().__init__(reason)
-        self.verdict = verdict
-        self.reason = reason
-        self.evidence = {k: str(v)[:2000] for k, v in evidence.items()}
-
-
 def _permute_chunk(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """Same values, a quarter of them shuffled inside (n/2, n-1): sum, min, max, first and last elements keep."""
     out = t.clone()
@@ -83,17 +75,6 @@ def _permute_chunk(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     perm = torch.randperm(length, generator=gen, device=t.device)
     flat[start:start + length] = flat[start:start + length][perm]  # indexing copies: no overlap
     return out
-
-
-def _problem_call(fn: Callable, *args: Any) -> Any:
-    """Call problem code (its module, get_inputs, get_init_inputs, Model): whatever it raises is the problem's."""
-    try:
-        return fn(*args)
-    except ProblemError as exc:
-        raise ProblemFailed(exc.reason, exc.detail) from None
-    except BaseException as exc:  # noqa: BLE001  (the problem's code, whatever it raised)
-        reason = "reference_out_of_memory" if _is_oom(exc) else "reference_failed"
-        raise ProblemFailed(reason, _short(exc)) from None
 
 
 class TrialRun:
@@ -182,7 +163,7 @@ class TrialRun:
     def _draw(self, seed: int) -> list[Any]:
         torch.manual_seed(seed)
         with torch.device(self.device):
-            values = list(_problem_call(self.problem.get_inputs))
+            values = list(problem_call(self.problem.get_inputs))
         return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
 
     def _inputs(self, trial: int) -> list[Any]:
@@ -199,20 +180,20 @@ class TrialRun:
     def _reference_model(self) -> torch.nn.Module:
         torch.manual_seed(self.cfg.seed)
         with torch.device(self.device):
-            model = _problem_call(self.problem.Model, *self.init_inputs)
-        return _problem_call(model.to, self.device)
+            model = problem_call(self.problem.Model, *self.init_inputs)
+        return problem_call(model.to, self.device)
 
     def _forward_reference(self, inputs: list[Any]) -> Any:
         self.ref_calls += 1
         torch.manual_seed(10_000_019 + self.ref_calls)  # a reference that draws randomness differs run to run
         with torch.no_grad():
-            out = _problem_call(self.ref_model, *inputs)  # inputs are freshly drawn: nothing else sees them
+            out = problem_call(self.ref_model, *inputs)  # inputs are freshly drawn: nothing else sees them
         self._sync()
         return out
 
     def _reference(self, inputs: list[Any]) -> list[Any]:
         out = self._forward_reference(inputs)
-        return [t.clone() if isinstance(t, torch.Tensor) else t for t in _problem_call(compare.flatten_outputs, out)]
+        return [t.clone() if isinstance(t, torch.Tensor) else t for t in problem_call(compare.flatten_outputs, out)]
 
     def _measured_reference(self) -> tuple[memory.Footprint, list[Any]]:
         """The first reference output and the problem's footprint: its sizes, the forward's and the draws' peak memory."""
@@ -223,7 +204,7 @@ class TrialRun:
         base = self.ledger.mark()
         out = self._forward_reference(inputs)
         peak = self.ledger.peak_since(base)
-        flat = [t.clone() if isinstance(t, torch.Tensor) else t for t in _problem_call(compare.flatten_outputs, out)]
+        flat = [t.clone() if isinstance(t, torch.Tensor) else t for t in problem_call(compare.flatten_outputs, out)]
         weights = [*self.ref_model.parameters(), *self.ref_model.buffers()]
         fp = memory.Footprint(input_bytes=nbytes(inputs), output_bytes=nbytes(flat), weight_bytes=nbytes(weights),
                               ref_peak_bytes=max(peak, nbytes(flat)), draw_peak_bytes=draw_peak)
@@ -244,11 +225,11 @@ class TrialRun:
             except _GoAlone:
                 pass
             except Exception as exc:  # noqa: BLE001  (only running out of memory is looked at here)
-                if not isinstance(exc, ProblemFailed) and not _is_oom(exc):
+                if not isinstance(exc, ProblemFailed) and not is_oom(exc):
                     raise
                 # a fresh exception: the caught one's traceback would keep the reference's tensors alive
                 failure = ProblemFailed(exc.reason, exc.detail) if isinstance(exc, ProblemFailed) else \
-                    ProblemFailed("evaluation_out_of_memory", f"{_short(exc)} ({self.result.evidence.get('memory', '')})")
+                    ProblemFailed("evaluation_out_of_memory", f"{short(exc)} ({self.result.evidence.get('memory', '')})")
                 if failure.reason not in ("reference_out_of_memory", "evaluation_out_of_memory") or \
                         self._oom_is_final() or attempts >= ALONE_ATTEMPTS:
                     raise failure from None
@@ -260,9 +241,9 @@ class TrialRun:
                 self._go_alone()
 
     def _prepare(self) -> None:
-        self.problem = _problem_call(load_problem, self.job.problem_src)
+        self.problem = problem_call(load_problem, self.job.problem_src)
         torch.manual_seed(self.cfg.seed)
-        self.init_inputs = list(_problem_call(self.problem.get_init_inputs))
+        self.init_inputs = list(problem_call(self.problem.get_init_inputs))
         self.ref_model = self._reference_model()
         natives = max(self.cfg.trials, 2)
         self.trials = [f"seed{i}" for i in range(natives)] + ["permuted", *SCALES]
@@ -294,7 +275,7 @@ class TrialRun:
         inputs = self._inputs(0)
         recorder = instruments.OpRecorder(instruments.LaunchLog())
         with torch.no_grad(), recorder:
-            _problem_call(self.ref_model, *inputs)
+            problem_call(self.ref_model, *inputs)
         return set(recorder.compute_ops), set(recorder.implied)
 
     def count_ref_flops(self) -> None:
@@ -304,7 +285,7 @@ class TrialRun:
         counter = FlopCounterMode(display=False)
         try:
             with torch.no_grad(), counter:
-                _problem_call(self.ref_model, *inputs)
+                problem_call(self.ref_model, *inputs)
             self.ref_flops = float(counter.get_total_flops())
         except ProblemFailed as exc:  # it ran without the counter: the counter failed, and the floor keeps its bytes
             self.ref_flops = 0.0
@@ -319,7 +300,7 @@ class TrialRun:
         try:
             return fn(*args)
         except BaseException as exc:  # noqa: BLE001  (the candidate's code, whatever it raised)
-            if _is_oom(exc):
+            if is_oom(exc):
                 self._shortfall_or_none(exc, where, self.ledger.call_demand(exc))
             raise self._classify(exc, where) from None
 
@@ -332,7 +313,7 @@ class TrialRun:
         self.result.evidence["memory_shortfall"] = shortfall
         if not self._oom_is_final():
             self.result.evidence["retry_alone"] = "yes"
-        raise ProblemFailed("evaluation_out_of_memory", f"{_short(exc)} ({self.result.evidence.get('memory', '')})")
+        raise ProblemFailed("evaluation_out_of_memory", f"{short(exc)} ({self.result.evidence.get('memory', '')})")
 
     def import_candidate(self) -> None:
         self.stage = "import"
@@ -358,7 +339,7 @@ class TrialRun:
         except SystemExit as exc:
             raise EarlyVerdict("runtime_error", "sys_exit", code=exc.code, when="import") from None
         except BaseException as exc:  # noqa: BLE001  (the candidate's module, whatever it raised)
-            raise EarlyVerdict("compile_error", "import_failed", error=_short(exc)) from None
+            raise EarlyVerdict("compile_error", "import_failed", error=short(exc)) from None
         finally:
             self.result.compile_s = round(time.perf_counter() - started, 3)
         self._check_integrity("import")
@@ -371,7 +352,7 @@ class TrialRun:
                 model = model_new(*self.init_inputs)
             self.model = model.to(self.device)
         except BaseException as exc:  # noqa: BLE001  (the candidate's constructor)
-            raise EarlyVerdict("runtime_error", "init_failed", error=_short(exc)) from None
+            raise EarlyVerdict("runtime_error", "init_failed", error=short(exc)) from None
         self.ledger.after_construction(before_import)
         self.buffers = self._inputs(0)
         self.ledger.hold(nbytes(self.buffers))
@@ -383,7 +364,7 @@ class TrialRun:
         try:
             changed = instruments.integrity_violations(self.snapshot)
         except Exception as exc:  # the same code ran clean before the candidate: it broke a watched namespace
-            raise EarlyVerdict("rejected", "runtime:monkey_patch", when=when, error=_short(exc)) from None
+            raise EarlyVerdict("rejected", "runtime:monkey_patch", when=when, error=short(exc)) from None
         if changed:
             raise EarlyVerdict("rejected", "runtime:monkey_patch", when=when, changed=", ".join(changed[:10]))
         if instruments.thread_count() > self.threads:
@@ -417,7 +398,7 @@ class TrialRun:
                     buf.copy_(src)
                 except RuntimeError as exc:  # the candidate changed the buffer itself (its shape, its strides)
                     raise EarlyVerdict("rejected", "input_mutated", trial=self.trials[trial], inputs=[i],
-                                  error=_short(exc)) from None
+                                  error=short(exc)) from None
         return values
 
     def _call(self, trial: int, recorder: instruments.OpRecorder | None = None,
@@ -445,7 +426,7 @@ class TrialRun:
                 self.compute_ops = sorted(set(recorder.compute_ops))
                 self.implied = set(recorder.implied)
             changed = [i for i, (buf, src) in enumerate(zip(self.buffers, inputs))
-                       if isinstance(buf, torch.Tensor) and not _unchanged(buf, src)]
+                       if isinstance(buf, torch.Tensor) and not compare.unchanged(buf, src)]
             if changed:
                 raise EarlyVerdict("rejected", "input_mutated", trial=name, inputs=changed)
             result = compare.compare_or_blame(self.expected[t], out, self.cfg.rtol, self.cfg.atol)
@@ -544,7 +525,7 @@ class TrialRun:
         with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
             self._candidate_call("profiler", self.model, *self.buffers)
             self._candidate_call("profiler", torch.cuda.synchronize)
-        kernels = _kernel_times(prof)
+        kernels = instruments.kernel_times(prof)
         own = [k for k in kernels if not is_library_kernel(k)]
         total = sum(kernels.values()) or 1.0
         self.result.evidence["custom_time_share"] = f"{sum(kernels[k] for k in own) / total:.3f}"
@@ -567,7 +548,7 @@ class TrialRun:
             self._sync()
             return compiled
         except Exception as exc:  # the eager reference still times; only the compiled comparison is missing
-            self.result.evidence["compile_reference"] = f"failed: {_short(exc)}"[:500]
+            self.result.evidence["compile_reference"] = f"failed: {short(exc)}"[:500]
             return None
         finally:
             self.snapshot = instruments.integrity_snapshot()
@@ -621,23 +602,23 @@ class TrialRun:
     # ---- blame ----
     def _classify(self, exc: BaseException, where: str) -> EarlyVerdict:
         """The candidate's verdict for an exception its code raised (or a device fault it left behind)."""
-        verdict = _classify(exc, where)
-        if _innermost_file(exc) == self.candidate_path:
+        verdict = candidate_verdict(exc, where)
+        if innermost_file(exc) == self.candidate_path:
             verdict.evidence["raised_by"] = "candidate"
         return verdict
 
     def _blame(self, exc: BaseException) -> EarlyVerdict:
         """The verdict for an exception that reached `run`: the candidate's where it may have caused it, else ours."""
-        if self.candidate_ran and _is_oom(exc) and not self._through_candidate(exc):
+        if self.candidate_ran and is_oom(exc) and not self._through_candidate(exc):
             try:  # in the evaluator's own code: the candidate's only if it holds more than its allowance
                 self._shortfall_or_none(exc, self.stage, self.ledger.held_demand(exc))
             except ProblemFailed as shortfall:
                 self.result.evidence["whole_gpu"] = "yes" if self._oom_is_final() else "no"
                 return EarlyVerdict("problem_error", shortfall.reason, detail=shortfall.detail)
-        if self.candidate_ran and (_is_oom(exc) or _is_device_fault(exc) or self._through_candidate(exc)):
+        if self.candidate_ran and (is_oom(exc) or is_device_fault(exc) or self._through_candidate(exc)):
             return self._classify(exc, self.stage)
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        return EarlyVerdict("evaluator_error", "exception", stage=self.stage, error=_short(exc)[-500:], traceback=trace[-2000:])
+        return EarlyVerdict("evaluator_error", "exception", stage=self.stage, error=short(exc)[-500:], traceback=trace[-2000:])
 
     def _through_candidate(self, exc: BaseException) -> bool:
         tb = exc.__traceback__
@@ -677,81 +658,6 @@ class TrialRun:
         self.result.checks = self.checks
         self.result.evaluator_version = EVALUATOR_VERSION
         return self.result
-
-
-def _kernel_times(prof) -> dict[str, float]:
-    """Device microseconds per kernel name, from device events (or the kernels attached to CPU ops)."""
-    times: dict[str, float] = {}
-    events = list(prof.events())
-    for e in events:
-        if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA:
-            times[e.name] = times.get(e.name, 0.0) + float(e.time_range.elapsed_us())
-    if not times:
-        for e in events:
-            for k in getattr(e, "kernels", []):
-                times[k.name] = times.get(k.name, 0.0) + float(k.duration)
-    return times
-
-
-_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def _unchanged(buf: torch.Tensor, src: torch.Tensor) -> bool:
-    """Whether the candidate's buffer still holds the trial's values bit for bit; a buffer it broke has changed."""
-    if not compare.fits_storage(buf):  # reading it would reach past its storage
-        return False
-    try:
-        return _bit_identical(buf, src)
-    except RuntimeError:
-        _bit_identical(src, src)  # raises when the check itself is broken: then the fault is ours
-        return False
-
-
-def _bit_identical(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Same shape, dtype and bits (NaN payloads and -0.0 included), compared as integers: no float temporaries."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.is_complex():
-        a, b = torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj())
-    bits = _BITS[a.element_size()]  # every real dtype has 1, 2, 4 or 8 bytes
-    return bool(torch.equal(a.reshape(-1).view(bits), b.reshape(-1).view(bits)))
-
-
-def _short(exc: BaseException) -> str:
-    lines = traceback.format_exception_only(type(exc), exc)
-    return "".join(lines).strip()[-1500:]
-
-
-def _is_oom(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in text or \
-        "can't allocate memory" in text
-
-
-def _is_device_fault(exc: BaseException) -> bool:
-    kind = type(exc).__module__ + "." + type(exc).__name__
-    return "CUDA error" in str(exc) or "AcceleratorError" in kind
-
-
-def _innermost_file(exc: BaseException) -> str:
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb.tb_frame.f_code.co_filename if tb is not None else ""
-
-
-def _classify(exc: BaseException, trial: str) -> EarlyVerdict:
-    if isinstance(exc, SystemExit):
-        return EarlyVerdict("runtime_error", "sys_exit", trial=trial, code=exc.code)
-    text = _short(exc)
-    kind = type(exc).__module__ + "." + type(exc).__name__
-    if "CompilationError" in kind or "triton.compiler" in kind:
-        return EarlyVerdict("compile_error", "triton_compile", trial=trial, error=text)
-    if _is_oom(exc):
-        return EarlyVerdict("runtime_error", "out_of_memory", trial=trial, error=text)
-    if _is_device_fault(exc):
-        return EarlyVerdict("runtime_error", "cuda_error", trial=trial, error=text)
-    return EarlyVerdict("runtime_error", "exception", trial=trial, error=text)
 
 
 def run_job(job: Job) -> bytes:

@@ -1,36 +1,41 @@
-"""The `kernelzero` command: a table of subcommands, each implemented in the stage that owns it.
+"""The `kernelzero` command: a table of subcommands, each implemented in the module that owns it.
 
-Only the chosen subcommand's module is imported, so `--help` and light commands stay fast
-(those modules must not import torch at import time). Each module provides
-`add_arguments(parser)` and `main(args, config) -> int`.
+The table holds the modules themselves, imported here as plain imports that the layering test
+reads. They must not import torch, transformers or duckdb at import time (tests/test_cli.py
+checks), which keeps `--help` and light commands fast. Each provides `add_arguments(parser)` and
+`main(args, config) -> int`.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
+from types import ModuleType
 
+from kernelzero import config_cli, demo, distill, heldout, init_model, kernelbench, log_cli, serve, sft_cli
+from kernelzero.analytics import cli_failures, cli_frontier, cli_replay, cli_report, cli_sql
 from kernelzero.config import load_for_command
+from kernelzero.consumers import pipeline
+from kernelzero.gpu_workers import cli as eval_cli
 
 # name -> (module, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("kernelzero.demo", "the whole loop on one machine (CPU is enough), embedded log"),
-    "run": ("kernelzero.consumers.pipeline", "the co-evolution loop, every stage in one process group"),
-    "serve": ("kernelzero.serve", "one stage as a long-running service (evaluator, coder, validator, ...)"),
-    "eval": ("kernelzero.gpu_workers.cli", "evaluate one candidate kernel against a KernelBench-format problem"),
-    "bench": ("kernelzero.kernelbench", "run a KernelBench level through the Coder and the evaluator"),
-    "sql": ("kernelzero.analytics.cli_sql", "ad hoc SQL over the projected event log"),
-    "frontier": ("kernelzero.analytics.cli_frontier", "the frontier: APIs the Coder solves sometimes"),
-    "failures": ("kernelzero.analytics.cli_failures", "failure taxonomy: compile, runtime, mismatch, rejection"),
-    "replay": ("kernelzero.analytics.cli_replay", "rebuild datasets (SFT, RL prompts, preferences) from the log"),
-    "report": ("kernelzero.analytics.cli_report", "PNG plots and an HTML page of a run"),
-    "sft": ("kernelzero.sft_cli", "supervised warm start of the Coder or Proposer from a dataset"),
-    "init-model": ("kernelzero.init_model", "a from-scratch model and a tokenizer trained on our own corpus"),
-    "distill": ("kernelzero.distill", "verified SFT sets for both roles from the teachers, split by API set"),
-    "heldout": ("kernelzero.heldout", "put held-out modules on the log for the Coder to answer (never trained on)"),
-    "log": ("kernelzero.log_cli", "inspect the event log: tail a topic, stats and consumer lag"),
-    "config": ("kernelzero.config_cli", "print the effective configuration (file + KERNELZERO_* variables)"),
+COMMANDS: dict[str, tuple[ModuleType, str]] = {
+    "demo": (demo, "the whole loop on one machine (CPU is enough), embedded log"),
+    "run": (pipeline, "the co-evolution loop, every stage in one process group"),
+    "serve": (serve, "one stage as a long-running service (evaluator, coder, validator, ...)"),
+    "eval": (eval_cli, "evaluate one candidate kernel against a KernelBench-format problem"),
+    "bench": (kernelbench, "run a KernelBench level through the Coder and the evaluator"),
+    "sql": (cli_sql, "ad hoc SQL over the projected event log"),
+    "frontier": (cli_frontier, "the frontier: APIs the Coder solves sometimes"),
+    "failures": (cli_failures, "failure taxonomy: compile, runtime, mismatch, rejection"),
+    "replay": (cli_replay, "rebuild datasets (SFT, RL prompts, preferences) from the log"),
+    "report": (cli_report, "PNG plots and an HTML page of a run"),
+    "sft": (sft_cli, "supervised warm start of the Coder or Proposer from a dataset"),
+    "init-model": (init_model, "a from-scratch model and a tokenizer trained on our own corpus"),
+    "distill": (distill, "verified SFT sets for both roles from the teachers, split by API set"),
+    "heldout": (heldout, "put held-out modules on the log for the Coder to answer (never trained on)"),
+    "log": (log_cli, "inspect the event log: tail a topic, stats and consumer lag"),
+    "config": (config_cli, "print the effective configuration (file + KERNELZERO_* variables)"),
 }
 
 
@@ -72,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0 if argv else 2
     name = argv[0]
-    module = importlib.import_module(COMMANDS[name][0])
+    module = COMMANDS[name][0]
     parser = argparse.ArgumentParser(prog=f"kernelzero {name}", description=COMMANDS[name][1])
     add_common_arguments(parser)
     module.add_arguments(parser)

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
-import importlib
+from types import ModuleType
 
-# role -> module providing `serve(args, config) -> int`
-ROLES: dict[str, str] = {
-    "evaluator": "kernelzero.gpu_workers.service",
-    "coder": "kernelzero.producers.coder",
-    "proposer": "kernelzero.producers.proposer",
-    "validator": "kernelzero.consumers.validator",
-    "trainer": "kernelzero.consumers.trainer_service",
-    "projector": "kernelzero.analytics.service",
-}
+ROLES = ("evaluator", "coder", "proposer", "validator", "trainer", "projector")
+
+
+def service(role: str) -> ModuleType:
+    """The module providing `serve(args, config) -> int` for `role`, imported only when that role runs
+    (the trainer's and projector's import torch and duckdb, which every other command would pay for)."""
+    if role == "evaluator":
+        from kernelzero.gpu_workers import service as evaluator
+        return evaluator
+    if role == "coder":
+        from kernelzero.producers import coder
+        return coder
+    if role == "proposer":
+        from kernelzero.producers import proposer
+        return proposer
+    if role == "validator":
+        from kernelzero.consumers import validator
+        return validator
+    if role == "trainer":
+        from kernelzero.consumers import trainer_service
+        return trainer_service
+    if role == "projector":
+        from kernelzero.analytics import service as projector
+        return projector
+    raise ValueError(f"unknown role {role!r}; choose from {', '.join(ROLES)}")
 
 
 def add_arguments(parser) -> None:
@@ -24,7 +40,7 @@ def add_arguments(parser) -> None:
 
 
 def main(args, config) -> int:
-    return int(importlib.import_module(ROLES[args.role]).serve(args, config) or 0)
+    return int(service(args.role).serve(args, config) or 0)
 
 
 def serve_until_idle(role: str, config_path, idle_s: float = 3.0) -> int:

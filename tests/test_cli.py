@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from kernelzero.cli import COMMANDS, main
+from kernelzero.serve import ROLES, service
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -19,3 +23,15 @@ def test_an_unknown_command_is_an_error(capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["no-such-command"])
     assert exit_info.value.code == 2 and "unknown command" in capsys.readouterr().err
+
+
+def test_the_command_table_imports_nothing_heavy() -> None:
+    """Every command module is imported with the table: none may pull in torch, transformers or duckdb."""
+    probe = "import sys, kernelzero.cli; print(','.join(m for m in ('torch', 'transformers', 'duckdb') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_role_has_a_service(role: str) -> None:
+    assert callable(service(role).serve)

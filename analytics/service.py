@@ -1,16 +1,19 @@
 """`kernelzero serve projector`: project the log into DuckDB continuously and publish `frontier.snapshot` events.
 
-A snapshot goes out once the projector has caught up with the log and at least
-`snapshot_every` new evaluations arrived since the last one (and once after start, when there
-are any evaluations), so a long backlog produces one snapshot, not thousands. The service
-holds the DuckDB file for writing: other commands read it only while it is stopped.
+The service is sync.py's Projector on the one stage host (kernelzero/stage.py `host_stage`),
+plus a snapshot at the head of the log: one goes out when a poll comes back short of
+`batch_records` (the projector has caught up with the log) and at least `snapshot_every` new
+evaluations arrived since the last one (and once after start, when there are any evaluations),
+so a long backlog produces one snapshot, not thousands. The snapshot commits with that poll's
+offsets. The service holds the DuckDB file for writing: other commands read it only while it is
+stopped.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import time
+from contextlib import asynccontextmanager
 
 import anyio
 import msgspec
@@ -19,9 +22,10 @@ from kernelzero.analytics.frontier import frontier_snapshot
 from kernelzero.analytics.projection import ApplyStats, Projection
 from kernelzero.analytics.sync import Projector
 from kernelzero.analytics.views import install_views
-from kernelzero.config import Config
-from kernelzero.log import open_log
-from kernelzero.schemas import make_event
+from kernelzero.config import AnalyticsConfig, Config
+from kernelzero.log import EventLog
+from kernelzero.schemas import Event, make_event
+from kernelzero.stage import host_stage
 
 PRODUCER = "projector"
 logger = logging.getLogger("kernelzero.analytics")
@@ -32,36 +36,41 @@ class ProjectorStats(msgspec.Struct):
     snapshots: int = 0
 
 
+class SnapshotProjector(Projector):
+    """The Projector that publishes a frontier snapshot at the head of the log; counts into `stats`."""
+
+    def __init__(self, log: EventLog, projection: Projection, settings: AnalyticsConfig, stats: ProjectorStats):
+        super().__init__(log, projection, group=settings.group, batch_records=settings.batch_records)
+        self.settings = settings
+        self.stats = stats
+        self.applied = stats.projected
+        self.pending = projection.con.execute("SELECT count(*) FROM evaluations").fetchone()[0] > 0
+        self.evaluations_seen = self.applied.evaluations  # as of the last snapshot
+
+    async def at_head(self) -> list[Event]:
+        new_evaluations = self.applied.evaluations - self.evaluations_seen
+        if not (self.pending or new_evaluations >= self.settings.snapshot_every):
+            return []
+        snapshot = frontier_snapshot(self.projection.con, self.settings)
+        self.pending, self.evaluations_seen = False, self.applied.evaluations
+        self.stats.snapshots += 1
+        logger.info("publishing a frontier snapshot with %d entries", len(snapshot.entries))
+        return [make_event(snapshot, correlation_id="frontier", producer=PRODUCER)]
+
+
 async def run_projector(config: Config, *, idle_exit_s: float | None = None) -> ProjectorStats:
     """Project and publish until cancelled, or until nothing arrived for `idle_exit_s` seconds."""
-    from kernelzero.stage import publish
-
     settings = config.analytics
     stats = ProjectorStats()
-    async with await open_log(config.log.url) as log:
+
+    @asynccontextmanager
+    async def stage(log: EventLog):
         with Projection(settings.db) as projection:
             install_views(projection.con, settings)
-            pending = projection.con.execute("SELECT count(*) FROM evaluations").fetchone()[0] > 0
-            new_evaluations = 0
-            idle_since = time.monotonic()
-            async with Projector(log, projection, group=settings.group,
-                                 batch_records=settings.batch_records) as projector:
-                while True:
-                    step = await projector.step(timeout_s=0.5)
-                    stats.projected.add(step)
-                    new_evaluations += step.evaluations
-                    at_head = step.records < settings.batch_records
-                    if at_head and (pending or new_evaluations >= settings.snapshot_every):
-                        snapshot = frontier_snapshot(projection.con, settings)
-                        event = make_event(snapshot, correlation_id="frontier", producer=PRODUCER)
-                        await publish(log, [event], PRODUCER)
-                        stats.snapshots += 1
-                        pending, new_evaluations = False, 0
-                        logger.info("published frontier snapshot with %d entries", len(snapshot.entries))
-                    if step.records:
-                        idle_since = time.monotonic()
-                    elif idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
-                        return stats
+            yield SnapshotProjector(log, projection, settings, stats)
+
+    await host_stage(config.log.url, stage, idle_exit_s=idle_exit_s, session_timeout_s=config.log.session_timeout_s)
+    return stats
 
 
 def serve(args: argparse.Namespace, config: Config) -> int:

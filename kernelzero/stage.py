@@ -4,8 +4,9 @@ At-least-once: a batch's outputs and its offsets commit together, so a stage tha
 redoes the whole batch (handlers must be idempotent on event_id, or tolerate duplicates
 downstream, which consumers deduplicate). Events of unknown types are skipped and counted;
 undecodable bytes and handler exceptions go to the dead-letter topic with the reason, and the
-loop carries on. It does not bound how long a handler may take: long work belongs in a worker
-process the handler awaits.
+loop carries on. A stage that `take`s whole batches of raw records decodes them itself: the host
+skips and dead-letters nothing for it, and its exceptions stop it. It does not bound how long a
+handler may take: long work belongs in a worker process the handler awaits.
 """
 
 from __future__ import annotations
@@ -24,12 +25,25 @@ from kernelzero.schemas import DeadLetter, DecodeError, Event, UnknownEventType,
 logger = logging.getLogger("kernelzero.stage")
 
 
-class Stage(Protocol):
-    name: str  # the consumer group, and the producer named in envelopes
-    topics: Sequence[str]
-    # optional: `max_records` taken per poll (default 64), `concurrency` handled at once (default 1)
+ALL: tuple[str, ...] = ("*",)  # a stage's `topics` for every topic of the log, as listed when it starts
 
-    async def handle(self, event: Event) -> Sequence[Event]: ...
+
+class Stage(Protocol):
+    """A consuming stage. It takes its records one of two ways:
+
+    - `async def handle(event) -> Sequence[Event]`: one decoded event at a time (the host decodes,
+      skips unknown types and dead-letters what fails);
+    - `async def take(records) -> Sequence[Event]`: each polled batch of raw `Record`s at once.
+
+    Optional: `max_records` taken per poll (default 64); `concurrency` events handled at once
+    (default 1, `handle` only); `async def opened(consumer)`, called once its consumer has joined,
+    before the first poll, to restore its position (`seek_to_beginning`); `async def at_head() ->
+    Sequence[Event]`, called after every poll that came back short of `max_records` (the stage has
+    caught up with the log), whose events commit with that poll's outputs and offsets.
+    """
+
+    name: str  # the consumer group, and the producer named in dead letters
+    topics: Sequence[str]  # or ALL
 
 
 class StageStats(msgspec.Struct):
@@ -108,31 +122,45 @@ async def run_stage(
     stage: Stage,
     *,
     idle_exit_s: float | None = None,
-    max_records: int = 64,
+    max_records: int | None = None,
     session_timeout_s: float = 10.0,
-    concurrency: int = 1,
+    concurrency: int | None = None,
+    until: Callable[[], bool] | None = None,
 ) -> StageStats:
-    """Run until cancelled, or until nothing arrived for `idle_exit_s` seconds.
+    """Run until cancelled, until nothing arrived for `idle_exit_s` seconds, or until `until()` holds
+    (asked before each poll).
 
-    `concurrency` > 1 handles up to that many records of a batch at once (an evaluator with
-    several workers); outputs keep record order, but the handler must not rely on seeing one
-    key's events in order.
+    `max_records` and `concurrency` default to the stage's own (or 64 and 1). `concurrency` > 1
+    handles up to that many records of a batch at once (an evaluator with several workers);
+    outputs keep record order, but the handler must not rely on seeing one key's events in order.
     """
     stats = StageStats()
-    idle_since = time.monotonic()
-    async with await log.consumer(stage.name, stage.topics, session_timeout_s=session_timeout_s) as consumer:
-        while True:
+    max_records = max_records or getattr(stage, "max_records", 64)
+    concurrency = concurrency or getattr(stage, "concurrency", 1)
+    topics = sorted(await log.topics()) if tuple(stage.topics) == ALL else list(stage.topics)
+    take = getattr(stage, "take", None)
+    at_head = getattr(stage, "at_head", None)
+    async with await log.consumer(stage.name, topics, session_timeout_s=session_timeout_s) as consumer:
+        if (opened := getattr(stage, "opened", None)) is not None:
+            await opened(consumer)
+        idle_since = time.monotonic()
+        while until is None or not until():
             records = await consumer.poll(max_records=max_records, timeout_s=0.5)
-            if not records:
-                if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
-                    return stats
-                continue
-            outputs = await _handle_batch(stage, records, stats, concurrency)
-            with anyio.CancelScope(shield=True):  # never leave a batch half-committed
-                await consumer.commit_with([message_for(e) for e in outputs], next_offsets(records))
-            stats.consumed += len(records)
-            stats.produced += len(outputs)
-            idle_since = time.monotonic()
+            outputs: list[Event] = []
+            if records:
+                outputs = list(await take(records)) if take else await _handle_batch(stage, records, stats, concurrency)
+            if at_head is not None and len(records) < max_records:
+                outputs += await at_head()
+            if records or outputs:
+                with anyio.CancelScope(shield=True):  # never leave a batch half-committed
+                    await consumer.commit_with([message_for(e) for e in outputs], next_offsets(records))
+                stats.consumed += len(records)
+                stats.produced += len(outputs)
+            if records:
+                idle_since = time.monotonic()
+            elif idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+                break
+    return stats
 
 
 async def host_stage(log_url: str, open_stage: Callable[[EventLog], AsyncContextManager[Stage]], *,
@@ -143,7 +171,5 @@ async def host_stage(log_url: str, open_stage: Callable[[EventLog], AsyncContext
 
     async with await open_log(log_url) as log:
         async with open_stage(log) as stage:
-            return await run_stage(log, stage, idle_exit_s=idle_exit_s, session_timeout_s=session_timeout_s,
-                                   max_records=getattr(stage, "max_records", 64),
-                                   concurrency=getattr(stage, "concurrency", 1))
+            return await run_stage(log, stage, idle_exit_s=idle_exit_s, session_timeout_s=session_timeout_s)
 

@@ -30,7 +30,7 @@ import msgspec
 from kernelzero.config import EvaluatorConfig, ValidatorConfig
 from kernelzero.sandbox.client import ForkServerClient
 from kernelzero.sandbox.launcher import VALIDATOR_PACKAGES, Sandbox, SandboxUnavailable
-from kernelzero.sandbox.messages import SandboxRefusal
+from kernelzero.schemas.messages import ModuleVerdict, ValidationAnswer, ValidationRequest
 
 REASONS = (
     "syntax_error", "import_error", "missing_model", "missing_get_inputs", "missing_get_init_inputs",
@@ -39,43 +39,6 @@ REASONS = (
 )
 REQUIRED = {"Model": "missing_model", "get_inputs": "missing_get_inputs", "get_init_inputs": "missing_get_init_inputs"}
 _KEEP_NAMES = {"self", "Model", "forward", "get_inputs", "get_init_inputs", "torch", "nn", "F", "super"}
-
-
-class ModuleVerdict(msgspec.Struct, kw_only=True):
-    ok: bool
-    reason: str = ""  # one of REASONS, "api_not_called:<api>" for an API never traced
-    detail: str = ""
-    op_trace: list[str] = []  # function-level torch calls seen in forward, first appearance order
-    ast_hash: str = ""
-    trace_hash: str = ""
-    runtime_ms: float = 0.0
-    peak_memory_mb: float = 0.0
-    device: str = ""
-
-    @property
-    def fingerprint(self) -> str:
-        return f"{self.ast_hash}:{self.trace_hash}"
-
-
-class ValidationRequest(msgspec.Struct, kw_only=True):
-    """The validator to its fork server (consumers/validator_child.py, msgpack on a pipe); the answer is a ValidationAnswer."""
-
-    source: str
-    apis: list[str]
-    seed: int
-    device: str
-    max_runtime_ms: float
-    max_memory_gb: float
-    cpu_threads: int
-    timeout_s: float
-    scratch_dir: str = ""  # the run's own folder, the only one it may write
-
-
-class ValidationAnswer(msgspec.Struct, omit_defaults=True):
-    """The fork server's answer: the module's verdict (without its ast_hash), or the refusal to run it uncontained."""
-
-    verdict: ModuleVerdict | None = None
-    refusal: SandboxRefusal | None = None
 
 
 # ---- static checks (parent process) ----
@@ -206,6 +169,11 @@ def validate(
     return msgspec.structs.replace(verdict, ast_hash=ast_hash)
 
 
+def fingerprint(verdict: ModuleVerdict) -> str:
+    """What an accepted module is known by (ModuleAccepted.fingerprint): its AST hash and op-trace hash, as Deduplicator.add reads them."""
+    return f"{verdict.ast_hash}:{verdict.trace_hash}"
+
+
 class Deduplicator:
     """Remembers accepted modules by normalized AST hash and by op-trace hash; a match on either is a duplicate."""
 
@@ -259,10 +227,10 @@ class ValidatorStage:
             if original is not None:
                 verdict = msgspec.structs.replace(verdict, ok=False, reason="duplicate", detail=f"same as {original}")
         if verdict.ok:
-            self.dedup.add(proposed.module_id, verdict.fingerprint)
+            self.dedup.add(proposed.module_id, fingerprint(verdict))
             payload: Any = ModuleAccepted(
                 module_id=proposed.module_id, source=proposed.source, apis=proposed.apis,
-                fingerprint=verdict.fingerprint, op_trace=verdict.op_trace, ref_runtime_ms=verdict.runtime_ms,
+                fingerprint=fingerprint(verdict), op_trace=verdict.op_trace, ref_runtime_ms=verdict.runtime_ms,
                 level=proposed.level,
             )
         else:

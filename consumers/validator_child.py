@@ -17,10 +17,9 @@ import time
 
 import msgspec
 
-from kernelzero.consumers.validator import (REASONS, REQUIRED, ModuleVerdict, ValidationAnswer, ValidationRequest,
-                                            trace_names_for)
+from kernelzero.consumers.validator import REASONS, REQUIRED, trace_names_for
 from kernelzero.sandbox import forkserver
-from kernelzero.sandbox.messages import SandboxRefusal
+from kernelzero.schemas.messages import ModuleVerdict, SandboxRefusal, ValidationAnswer, ValidationRequest
 from kernelzero.tracing import CallTrace, OpTrace, tensors
 
 

@@ -3,7 +3,7 @@
 Run as `python -m kernelzero.gpu_workers.build CANDIDATE.py EXT_DIR [--headers MODE] [--pch HEADER]
 [--confinement JSON]`: imports the candidate with TORCH_EXTENSIONS_DIR=EXT_DIR so `load_inline`
 compiles there (in the headers mode asked, `gpu_workers/headers.py`), then prints one
-line, BUILD_LINE and a BuildOutcome as JSON (gpu_workers/messages.py). The GPU worker later imports the same
+line, BUILD_LINE and a BuildOutcome as JSON (schemas/messages.py). The GPU worker later imports the same
 source with the same directory, flags and headers, and `load_inline` finds the library already
 built. With --confinement the process first confines itself (kernelzero/sandbox/confine.py: the build
 runs candidate code, and the compiler follows candidate-controlled paths) and prints CONFINED
@@ -23,8 +23,7 @@ import traceback
 import msgspec
 
 from kernelzero.gpu_workers import headers
-from kernelzero.gpu_workers.messages import BUILD_LINE, BuildOutcome
-from kernelzero.sandbox.messages import CONFINED, REFUSED, SandboxRefusal
+from kernelzero.schemas.messages import BUILD_LINE, CONFINED, REFUSED, BuildOutcome, SandboxRefusal
 
 
 def main(argv: list[str]) -> int:

@@ -30,13 +30,13 @@ import msgspec
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import headers, prebuilt_headers
 from kernelzero.gpu_workers.device_turns import TURNS_INSIDE, turns_dir
-from kernelzero.gpu_workers.messages import BUILD_LINE, BuildOutcome, Built, Job, JobAnswer
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.static_check import check_source
 from kernelzero.sandbox.launcher import Sandbox, SandboxUnavailable
-from kernelzero.sandbox.messages import CONFINED, REFUSED, SandboxRefusal
 from kernelzero.sandbox.workspace import EXTENSIONS, PRECOMPILED, Workspace
+from kernelzero.schemas.messages import (BUILD_LINE, CONFINED, REFUSED, BuildOutcome, Built, Job, JobAnswer,
+                                         SandboxRefusal)
 
 NOT_CACHED = {"timeout", "evaluator_error"}
 NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy
@@ -263,7 +263,7 @@ class EvaluatorPool:
         outcome = msgspec.msgpack.decode(answer, type=JobAnswer)
         if outcome.refusal is not None:
             raise SandboxUnavailable(f"{self.sandbox.refusal(outcome.refusal.missing)} (this job: {outcome.refusal.in_force})")
-        result = outcome.result
+        result = EvalResult(**msgspec.structs.asdict(outcome.result))  # an EvalResult, as the pool's own and its cache's are
         result.evidence["sandbox"] = self.sandbox.label
         if "static" not in result.checks and self.config.static_checks:
             result.checks = ["static", *result.checks]

@@ -28,16 +28,15 @@ import traceback
 import warnings
 from typing import Any, Callable
 
-import msgspec
 import torch
 
 from kernelzero.gpu_workers import compare, device_turns, headers, instruments, memory
 from kernelzero.gpu_workers.blame import (EarlyVerdict, candidate_verdict, innermost_file, is_device_fault, is_oom,
                                          problem_call, short)
 from kernelzero.gpu_workers.memory_ledger import MemoryLedger, nbytes
-from kernelzero.gpu_workers.messages import Job, JobAnswer
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
 from kernelzero.problems import load_problem
+from kernelzero.schemas.messages import Job
 from kernelzero.tracing import tensors
 
 CANDIDATE_MODULE = "kz_candidate"
@@ -660,16 +659,15 @@ class TrialRun:
         return self.result
 
 
-def run_job(job: Job) -> bytes:
-    """The msgpack-encoded JobAnswer; an exception of ours that escaped `TrialRun.run` is `evaluator_error`."""
+def run_job(job: Job) -> EvalResult:
+    """The job's result; an exception of ours that escaped `TrialRun.run` is `evaluator_error`."""
     try:
-        result = TrialRun(job).run()
+        return TrialRun(job).run()
     except BaseException as exc:  # noqa: BLE001  (Evaluation blames what the candidate or problem raised)
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        result = EvalResult(verdict="evaluator_error", reason="exception", device=torch.device(job.device).type,
-                            gpu=job.gpu, evidence={"stage": "run_job", "traceback": trace[-2000:]},
-                            evaluator_version=EVALUATOR_VERSION)
-    return msgspec.msgpack.encode(JobAnswer(result=result))
+        return EvalResult(verdict="evaluator_error", reason="exception", device=torch.device(job.device).type,
+                          gpu=job.gpu, evidence={"stage": "run_job", "traceback": trace[-2000:]},
+                          evaluator_version=EVALUATOR_VERSION)
 
 
 @contextlib.contextmanager

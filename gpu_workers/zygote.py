@@ -20,10 +20,10 @@ import signal
 
 import msgspec
 
-from kernelzero.gpu_workers.messages import Job, JobAnswer
 from kernelzero.gpu_workers.result import EvalResult
 from kernelzero.sandbox import forkserver
-from kernelzero.sandbox.messages import SandboxRefusal
+from kernelzero.schemas import Evaluation
+from kernelzero.schemas.messages import Job, JobAnswer, SandboxRefusal
 
 
 class EvaluationJobs:
@@ -54,7 +54,7 @@ class EvaluationJobs:
     def run(self, job: Job) -> bytes:
         from kernelzero.gpu_workers import trial
         _prepare_job(job)
-        return trial.run_job(job)
+        return _encode(trial.run_job(job))
 
     def refused(self, job: Job, missing: list[str], in_force: str) -> bytes:
         return _encode(JobAnswer(refusal=SandboxRefusal(missing, in_force)))
@@ -149,7 +149,10 @@ def _evaluator_error(job, exc: BaseException) -> EvalResult:
 
 
 def _encode(answer: EvalResult | JobAnswer) -> bytes:
-    return msgspec.msgpack.encode(answer if isinstance(answer, JobAnswer) else JobAnswer(result=answer))
+    """A JobAnswer as msgpack; a result travels as the schema's Evaluation, its evaluator_version spelled out (an EvalResult omits it: its default)."""
+    if isinstance(answer, EvalResult):
+        answer = JobAnswer(result=Evaluation(**msgspec.structs.asdict(answer)))
+    return msgspec.msgpack.encode(answer)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""The event contract: payload types, the envelope and its codec. Imports nothing else of the project."""
+"""The event contract: payload types, the envelope and its codec. Imports nothing else of the project.
+
+The messages between processes are schemas/messages.py's (not imported here: it imports the configuration).
+"""
 
 from kernelzero.schemas.envelope import (
     DecodeError, Envelope, Event, UnknownEventType, decode, decode_envelope, encode, make_event,

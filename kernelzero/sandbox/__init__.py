@@ -6,6 +6,8 @@
 - probe.py: what containment holds on this machine;
 - forkserver.py: the long-lived server in the sandbox that runs each request in a fresh, confined fork.
 
+Its messages (the CONFINED and REFUSED lines, SandboxRefusal, ProbeReport) are schemas/messages.py's.
+
 Containment is only as strong as the kernel's namespaces, Landlock and seccomp on this machine;
 docs/evaluator.md (Containment) says what each mechanism holds back and what it does not.
 """

@@ -37,8 +37,8 @@ import msgspec
 
 from kernelzero.config import EvaluatorConfig
 from kernelzero.sandbox import confine
-from kernelzero.sandbox.messages import ProbeReport
 from kernelzero.sandbox.workspace import SHARED_MEMORY, Workspace
+from kernelzero.schemas.messages import ProbeReport
 
 TOOLS_DIR = Path(__file__).resolve().parents[2] / ".sandbox-tools"  # bwrap (and lib/) carried with a checkout
 INSIDE_ID = 1000  # the candidate's uid and gid in the sandbox's user namespace

@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 
 from kernelzero.sandbox import confine
-from kernelzero.sandbox.messages import ProbeReport
+from kernelzero.schemas.messages import ProbeReport
 
 
 def answer(confinement_json: str, folder: str) -> int:

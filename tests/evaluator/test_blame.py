@@ -14,13 +14,14 @@ import pytest
 
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import compare, zygote
-from kernelzero.gpu_workers.result import EvalResult
-from kernelzero.gpu_workers.messages import Job, JobAnswer
+from kernelzero.gpu_workers.result import EVALUATOR_VERSION
+from kernelzero.schemas import Evaluation
+from kernelzero.schemas.messages import Job, JobAnswer
 
 HERE = Path(__file__).parent
 
 
-def run_job(tmp_path: Path, problem: str, candidate: str) -> EvalResult:
+def run_job(tmp_path: Path, problem: str, candidate: str) -> Evaluation:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     job = Job(problem_src=(HERE / "problems" / f"{problem}.py").read_text(),
@@ -50,8 +51,10 @@ def test_a_fault_setting_up_the_child_is_an_evaluator_error(tmp_path: Path, monk
     result = run_job(tmp_path, "relu", "passthrough_torch")
     assert (result.verdict, result.reason, result.evidence["stage"]) == ("evaluator_error", "exception", "sandbox")
     assert "injected fault in the evaluator" in result.evidence["traceback"]
+    assert result.evaluator_version == EVALUATOR_VERSION  # on the wire, though an EvalResult would omit it
 
 
 def test_without_a_fault_the_same_job_is_the_candidates(tmp_path: Path) -> None:
     result = run_job(tmp_path, "relu", "passthrough_torch")
     assert (result.verdict, result.reason) == ("rejected", "no_custom_kernel")
+    assert result.evaluator_version == EVALUATOR_VERSION

@@ -12,7 +12,7 @@ import pytest
 
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import EvaluatorPool, headers
-from kernelzero.gpu_workers.messages import Built
+from kernelzero.schemas.messages import Built
 
 needs_compiler = pytest.mark.skipif(not (shutil.which("g++") and shutil.which("ninja")),
                                     reason="load_inline needs g++ and ninja on PATH")

@@ -112,7 +112,7 @@ def _trial_on_a_simulated_gpu(monkeypatch, fp: Footprint, allocated: int, peak: 
     import torch
     from kernelzero.config import EvaluatorConfig
     from kernelzero.gpu_workers import trial
-    from kernelzero.gpu_workers.messages import Job
+    from kernelzero.schemas.messages import Job
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocated)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: peak)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)

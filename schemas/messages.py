@@ -1,0 +1,124 @@
+"""Every message between the project's processes, typed: the sandbox's lines and probe report, the evaluator's jobs and builds, the validator's requests; shapes only, no behaviour.
+
+Who sends each to whom (events between stages are schemas/events.py's, on the log):
+- a confined process (a build, a job's fork, a validator run) prints CONFINED before untrusted code
+  runs, or REFUSED and a SandboxRefusal as JSON and runs nothing; the start-up probe
+  (kernelzero/sandbox/probe.py) prints a ProbeReport to its launcher (kernelzero/sandbox/launcher.py);
+- the evaluator's pool (gpu_workers/pool.py) sends a Job to a worker (gpu_workers/zygote.py, msgpack),
+  which answers a JobAnswer; a build process (gpu_workers/build.py) prints BUILD_LINE and its
+  BuildOutcome as JSON; the pool keeps how a candidate's extensions were Built beside them;
+- the validator (consumers/validator.py) sends a ValidationRequest to its fork server
+  (consumers/validator_child.py, msgpack), which answers a ValidationAnswer holding a ModuleVerdict.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from kernelzero.config import EvaluatorConfig
+from kernelzero.schemas.events import Evaluation
+
+# ---- the sandbox (kernelzero/sandbox/) ----
+
+CONFINED, REFUSED = "KZ_CONFINED", "KZ_REFUSED "  # printed before untrusted code runs; REFUSED + SandboxRefusal JSON
+
+
+class SandboxRefusal(msgspec.Struct):
+    """A job's or build's process could not get the containment required of it, and ran nothing of the candidate."""
+
+    missing: list[str]  # the mechanisms (confine.REQUIRED names) that did not hold
+    in_force: str  # what did hold (confine.label)
+
+
+class ProbeReport(msgspec.Struct):
+    """The start-up probe to its launcher (probe.py's last line, JSON): what holds for an untrusted process here."""
+
+    in_force: list[str]  # confine.MECHANISMS names, in that order
+    compiler: str  # the C compiler that ran inside, "" when none did
+
+
+# ---- the evaluator (gpu_workers/) ----
+
+BUILD_LINE = "KZ_BUILD "  # a build process's last line: this, then its BuildOutcome as JSON
+
+
+class Job(msgspec.Struct, kw_only=True):
+    """The pool to a worker (msgpack over its stdin): one evaluation."""
+
+    problem_src: str
+    candidate_src: str
+    device: str  # "cpu" or "cuda:N"
+    scratch_dir: str
+    config: EvaluatorConfig
+    gpu: str = ""
+    extensions_dir: str = ""  # prebuilt CUDA extensions (load_inline finds them there)
+    arch_list: str = ""  # TORCH_CUDA_ARCH_LIST the extensions were built for
+    headers: str = "full"  # the gpu_workers/headers.py mode the extensions were built in
+    pch: str = ""  # the precompiled header the build passed to g++ (its path is part of the build's hash)
+    gpu_sharing: int = 1  # evaluator workers sharing this GPU: each has a share of its memory (memory.py)
+    alone: bool = False  # take the GPU alone from the start: the retry of an evaluation that ran short of memory
+
+
+class JobAnswer(msgspec.Struct, omit_defaults=True):
+    """A worker to the pool (msgpack, signed by the job's child): the job's result, or its refusal to run."""
+
+    result: Evaluation | None = None  # evaluator_version spelled out (Evaluation's default is "")
+    refusal: SandboxRefusal | None = None
+
+
+class Built(msgspec.Struct, omit_defaults=True):
+    """How a candidate's extensions were built (the pool's signed mark beside them): what a worker needs to load them."""
+
+    mode: str = "full"  # the gpu_workers/headers.py mode the build ran in
+    headers: str = "full"  # the mode in effect, for evidence ("slim" where nothing could be split)
+    pch: str = ""  # the precompiled header the build passed to g++, as the build saw it
+    cpu_s: float = 0.0  # CPU seconds its builds took, every mode tried
+
+
+class BuildOutcome(msgspec.Struct, omit_defaults=True):
+    """What one build of a candidate's CUDA extensions came to (the build process's last line, and the pool's record)."""
+
+    ok: bool
+    error: str = ""
+    compile_s: float = 0.0
+    timeout: bool = False
+    log: str = ""  # the build's output, its tail (filled in by the pool)
+    headers: str = ""  # the mode in effect: "split" only where a CUDA source was split (gpu_workers/headers.py)
+    cpu_s: float = 0.0  # CPU seconds of the build process and the compilers it waited for
+
+
+# ---- the module validator (consumers/validator.py) ----
+
+class ModuleVerdict(msgspec.Struct, kw_only=True):
+    """A Proposer module accepted or rejected, and what its run showed; the validator's rules make it."""
+
+    ok: bool
+    reason: str = ""  # one of validator.REASONS, "api_not_called:<api>" for an API never traced
+    detail: str = ""
+    op_trace: list[str] = []  # function-level torch calls seen in forward, first appearance order
+    ast_hash: str = ""
+    trace_hash: str = ""
+    runtime_ms: float = 0.0
+    peak_memory_mb: float = 0.0
+    device: str = ""
+
+
+class ValidationRequest(msgspec.Struct, kw_only=True):
+    """The validator to its fork server (consumers/validator_child.py, msgpack on a pipe); the answer is a ValidationAnswer."""
+
+    source: str
+    apis: list[str]
+    seed: int
+    device: str
+    max_runtime_ms: float
+    max_memory_gb: float
+    cpu_threads: int
+    timeout_s: float
+    scratch_dir: str = ""  # the run's own folder, the only one it may write
+
+
+class ValidationAnswer(msgspec.Struct, omit_defaults=True):
+    """The fork server's answer: the module's verdict (without its ast_hash), or the refusal to run it uncontained."""
+
+    verdict: ModuleVerdict | None = None
+    refusal: SandboxRefusal | None = None

@@ -10,8 +10,8 @@ from importlib import resources
 
 import duckdb
 
-from kernelzero.codeblocks import answer
-from kernelzero.coder_prompts import render_coder_prompt
+from kernelzero.kit.codeblocks import answer
+from kernelzero.kit.coder_prompts import render_coder_prompt
 from kernelzero.config import AnalyticsConfig
 from kernelzero.schemas import UNCHARGED_VERDICTS
 

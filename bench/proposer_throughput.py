@@ -35,7 +35,7 @@ def main() -> int:
 
     from kernelzero.config import ValidatorConfig
     from kernelzero.consumers.validator import validate, validator_sandbox
-    from kernelzero.producers import api_catalog
+    from kernelzero.kit import api_catalog
     from kernelzero.producers.synthesizer import SynthesisError, synthesize
 
     rng = random.Random(args.seed)

@@ -93,7 +93,7 @@ async def evaluate_all(rows: list[dict], cache_dir: str, device: str) -> None:
 
 
 def families_of(apis: list[str]) -> set[str]:
-    from kernelzero.producers.api_catalog import get
+    from kernelzero.kit.api_catalog import get
     return {get(a).family for a in apis}
 
 
@@ -140,7 +140,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    from kernelzero.producers import api_catalog
+    from kernelzero.kit import api_catalog
     from kernelzero.producers.teacher import api_support
 
     families = [f for f in args.families.split(",") if f]

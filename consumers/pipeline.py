@@ -25,7 +25,7 @@ def add_arguments(parser) -> None:
 
 
 def _command(role: str, args, config) -> list[str]:
-    command = [sys.executable, "-m", "kernelzero.cli", "serve", role, "--broker", config.log.url]
+    command = [sys.executable, "-m", "kernelzero", "serve", role, "--broker", config.log.url]
     if args.config:
         command += ["--config", args.config]
     return command

@@ -8,7 +8,7 @@ so --out is complete or absent. The prompt text is used as given: no chat templa
 instruction is added. Prompt and completion are tokenized apart, the completion followed by the
 stop token: that is how a generator sees them (the prompt alone, then what it samples), whereas
 tokenizing prompt + completion at once lets tokens merge across the boundary and trains the model
-on a context it never sees when it answers. The command line is kernelzero/sft_cli.py.
+on a context it never sees when it answers. The command line is kernelzero/app/sft_cli.py.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learnin
     from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
 
-    from kernelzero.models import load_model, pick_device
+    from kernelzero.kit.models import load_model, pick_device
 
     final = Path(out)
     if final.exists() and any(final.iterdir()):

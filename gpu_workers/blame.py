@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 
 from kernelzero.gpu_workers.result import ProblemFailed
-from kernelzero.problems import ProblemError
+from kernelzero.kit.problems import ProblemError
 
 
 class EarlyVerdict(Exception):

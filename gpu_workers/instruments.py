@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from kernelzero.tracing import OpTrace
+from kernelzero.kit.tracing import OpTrace
 
 # aten ops that move, view, create or fill data: never "the work" of a problem
 GLUE_PREFIXES = ("empty", "zeros", "ones", "full", "new_", "arange", "scalar_tensor", "rand", "linspace")

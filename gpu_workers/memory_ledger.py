@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from kernelzero.gpu_workers import memory
-from kernelzero.tracing import tensors
+from kernelzero.kit.tracing import tensors
 
 _TRIED = re.compile(r"Tried to allocate ([0-9.]+) (B|bytes|KiB|MiB|GiB|TiB)")
 _UNITS = {"B": 1, "bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}

@@ -35,9 +35,9 @@ from kernelzero.gpu_workers.blame import (EarlyVerdict, candidate_verdict, inner
                                          problem_call, short)
 from kernelzero.gpu_workers.memory_ledger import MemoryLedger, nbytes
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
-from kernelzero.problems import load_problem
+from kernelzero.kit.problems import load_problem
 from kernelzero.schemas.messages import Job
-from kernelzero.tracing import tensors
+from kernelzero.kit.tracing import tensors
 
 CANDIDATE_MODULE = "kz_candidate"
 # other input distributions: fp16 overflows and underflows, and the sign flipped (a problem drawing with

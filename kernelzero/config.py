@@ -158,7 +158,7 @@ class ProposerConfig(GenerationConfig):
     batch: int = 8  # modules proposed per round
     max_pending: int = 32  # stop proposing while this many modules wait for the validator
     rounds: int = 0  # `serve proposer` stops after this many rounds; 0 = run until interrupted
-    apis: list[str] = []  # the API pool sets are drawn from; empty = the whole catalog (producers/api_catalog.py)
+    apis: list[str] = []  # the API pool sets are drawn from; empty = the whole catalog (kernelzero/kit/api_catalog.py)
     exclude_sets: list[str] = []  # API sets never proposed (held out), each as its sorted APIs joined by " + "
     prompt: Literal["full", "compact"] = "full"  # compact: the API list alone, for from-scratch models
 

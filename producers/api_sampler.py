@@ -14,7 +14,7 @@ import math
 import random
 from typing import Sequence
 
-from kernelzero.producers import api_catalog
+from kernelzero.kit import api_catalog
 from kernelzero.schemas import FrontierSnapshot
 
 

@@ -13,7 +13,7 @@ import copy
 import threading
 from typing import Any
 
-from kernelzero.models import attach_adapter, is_adapter_dir, load_model
+from kernelzero.kit.models import attach_adapter, is_adapter_dir, load_model
 from kernelzero.producers.generation import Completion, GenerationError, InProcessGenerator, uri_to_path
 
 

@@ -15,7 +15,7 @@ import gc
 import threading
 from typing import Any
 
-from kernelzero.models import is_adapter_dir, resolve_model_dir
+from kernelzero.kit.models import is_adapter_dir, resolve_model_dir
 from kernelzero.producers.generation import Completion, GenerationError, InProcessGenerator, uri_to_path
 
 MAX_LORA_RANK = 64

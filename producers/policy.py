@@ -25,7 +25,7 @@ class PolicyHashMismatch(RuntimeError):
 
 async def verify_weights(uri: str, sha256: str) -> str:
     """The local path of `uri` once its content hash equals `sha256`; raises PolicyHashMismatch otherwise."""
-    from kernelzero.models import weights_sha256
+    from kernelzero.kit.models import weights_sha256
 
     path = uri_to_path(uri)
     if not Path(path).exists():

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from kernelzero.config import ProposerConfig
-from kernelzero.producers.api_catalog import Limits, get, names
+from kernelzero.kit.api_catalog import Limits, get, names
 from kernelzero.producers.api_sampler import ApiSampler
 from kernelzero.producers.synthesizer import SynthesisError, synthesize
 from kernelzero.schemas import Event, FrontierSnapshot, ModuleProposed, api_set_key, make_event, uuid7
@@ -138,7 +138,7 @@ class Proposer:
 
 def last_model_block(text: str) -> str:
     """The module an answer holds: its last python block defining Model, else the raw text."""
-    from kernelzero.codeblocks import last_python_block
+    from kernelzero.kit.codeblocks import last_python_block
 
     return last_python_block(text, "Model") or text
 

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import msgspec
 
-from kernelzero.producers.api_catalog import DOMAINS, EXTRA_KINDS, NEEDS, RULES, ApiSpec, Limits, Shape, get
+from kernelzero.kit.api_catalog import DOMAINS, EXTRA_KINDS, NEEDS, RULES, ApiSpec, Limits, Shape, get
 
 _MAX_ORDERS = 48
 _PROBE_SCALE = 2.0 ** -13

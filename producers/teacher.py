@@ -70,13 +70,13 @@ def lower(module_source: str, max_kernels: int = 1) -> str:
 
 
 def answer(module_source: str, max_kernels: int = 1) -> str:
-    """`lower` as a Coder completion: one fenced python block (what kernelzero.codeblocks parses)."""
+    """`lower` as a Coder completion: one fenced python block (what kernelzero.kit.codeblocks parses)."""
     return f"```python\n{lower(module_source, max_kernels)}```\n"
 
 
 def api_support(scale: float = 2.0 ** -13) -> dict[str, str]:
     """Catalog API -> "" when its one-API synthesized module (seed 0) lowers, else the reason it does not."""
-    from kernelzero.producers.api_catalog import names
+    from kernelzero.kit.api_catalog import names
     from kernelzero.producers.synthesizer import SynthesisError, synthesize
 
     support = {}

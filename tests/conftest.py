@@ -2,7 +2,7 @@
 
 import pytest
 
-from kernelzero.models import TINY_QWEN2, build_random_model
+from kernelzero.kit.models import TINY_QWEN2, build_random_model
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from kernelzero.cli import COMMANDS, main
-from kernelzero.serve import ROLES, service
+from kernelzero.app.cli import COMMANDS, main
+from kernelzero.app.serve import ROLES, service
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -27,7 +27,7 @@ def test_an_unknown_command_is_an_error(capsys) -> None:
 
 def test_the_command_table_imports_nothing_heavy() -> None:
     """Every command module is imported with the table: none may pull in torch, transformers or duckdb."""
-    probe = "import sys, kernelzero.cli; print(','.join(m for m in ('torch', 'transformers', 'duckdb') if m in sys.modules))"
+    probe = "import sys, kernelzero.app.cli; print(','.join(m for m in ('torch', 'transformers', 'duckdb') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from kernelzero.cli import main as cli_main
+from kernelzero.app.cli import main as cli_main
 
 
 @pytest.mark.slow

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from kernelzero.cli import main as cli_main
-from kernelzero.codeblocks import last_python_block
+from kernelzero.app.cli import main as cli_main
+from kernelzero.kit.codeblocks import last_python_block
 from kernelzero.producers.proposer import last_model_block
 from kernelzero.schemas import api_set_key
 
@@ -51,7 +51,7 @@ def test_distilling_leaves_the_callers_log_and_proposer_alone(tmp_path):
     # the demo distils first, then runs its loop with the same configuration: on a first run it once
     # ran that loop on the distillation's log, with the synthesizer as its Proposer
     from kernelzero.config import load_config
-    from kernelzero.distill import distill_config
+    from kernelzero.app.distill import distill_config
 
     config = load_config(env={"KERNELZERO_LOG_URL": f"embedded:{tmp_path}/run.sqlite"})
     config.proposer.backend = "transformers"

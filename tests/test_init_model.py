@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from kernelzero.cli import main as cli_main
-from kernelzero.codeblocks import answer
-from kernelzero.models import load_model
+from kernelzero.app.cli import main as cli_main
+from kernelzero.kit.codeblocks import answer
+from kernelzero.kit.models import load_model
 
 KERNEL = '''import torch
 import triton

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelzero.cli import main
+from kernelzero.app.cli import main
 from tests.coder.openai_server import OpenAITestServer, canned_answer
 
 HERE = Path(__file__).parent
@@ -62,7 +62,7 @@ def test_bad_input_is_a_clear_error(tmp_path: Path, capsys, argv, message) -> No
 
 
 def test_problems_run_in_number_order(tmp_path: Path) -> None:
-    from kernelzero.kernelbench import problem_files
+    from kernelzero.app.kernelbench import problem_files
     level = tmp_path / "level2"
     level.mkdir()
     for name in ("10_Conv.py", "2_Gemm.py", "1_Matmul.py"):

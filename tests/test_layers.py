@@ -1,15 +1,16 @@
 """The house's layers: foundation, KernelBench kit, stages, application; every import points down, and no stage imports another.
 
 Read from the source's own import statements (function-level imports too), so that a lazy import
-cannot hide a dependency. The layers (README, Architecture):
-- foundation: the event contract, configuration, the event log, the stage host, the supervisor, the
-  sandbox that runs untrusted code (bubblewrap, self-confinement, the fork server);
-- kit: what several stages read about KernelBench-format code (problems, code blocks, prompts,
-  the API catalog, model loading, the op tracer and tensor walker);
+cannot hide a dependency. A layer is a place (README, Architecture):
+- foundation (schemas/, and kernelzero/ outside kit/ and app/): the event contract, configuration,
+  the event log, the stage host, the supervisor, the sandbox that runs untrusted code (bubblewrap,
+  self-confinement, the fork server);
+- kit (kernelzero/kit/): what several stages read about KernelBench-format code (problems, code
+  blocks, prompts, the API catalog, model loading, the op tracer and tensor walker);
 - stages: producers, consumers, gpu_workers, analytics, each importing only the two layers below
   and itself: stages talk through events;
-- application: the command line, services, demo, bootstrap and benches; the only layer that
-  imports stages.
+- application (kernelzero/app/, and `python -m kernelzero`): the command line, services, demo,
+  bootstrap and the KernelBench bench; the only layer that imports stages.
 """
 
 from __future__ import annotations
@@ -22,11 +23,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"schemas": "kernelzero.schemas", "producers": "kernelzero.producers", "consumers": "kernelzero.consumers",
            "gpu_workers": "kernelzero.gpu_workers", "analytics": "kernelzero.analytics", "kernelzero": "kernelzero"}
-FOUNDATION = ("kernelzero.schemas", "kernelzero.config", "kernelzero.log", "kernelzero.stage", "kernelzero.supervisor",
-              "kernelzero.sandbox")
-KIT = ("kernelzero.problems", "kernelzero.codeblocks", "kernelzero.coder_prompts", "kernelzero.models",
-       "kernelzero.producers.api_catalog", "kernelzero.tracing")
+KIT = ("kernelzero.kit",)
 STAGES = ("kernelzero.producers", "kernelzero.consumers", "kernelzero.gpu_workers", "kernelzero.analytics")
+APPLICATION = ("kernelzero.app", "kernelzero.__main__")
 
 
 def _within(module: str, prefixes: tuple[str, ...]) -> str | None:
@@ -34,13 +33,13 @@ def _within(module: str, prefixes: tuple[str, ...]) -> str | None:
 
 
 def layer(module: str) -> tuple[int, str]:
-    """(height, name): 0 foundation, 1 kit, 2 a stage (named by its package), 3 application."""
-    if module == "kernelzero" or _within(module, FOUNDATION):
-        return 0, "foundation"
-    if _within(module, KIT):
-        return 1, "kit"
+    """(height, name): 0 foundation (schemas/ and the rest of kernelzero/), 1 kit, 2 a stage (named by its package), 3 application."""
+    if _within(module, APPLICATION):
+        return 3, "application"
     stage = _within(module, STAGES)
-    return (2, stage) if stage else (3, "application")
+    if stage:
+        return 2, stage
+    return (1, "kit") if _within(module, KIT) else (0, "foundation")
 
 
 def module_name(path: Path) -> str:
@@ -89,10 +88,10 @@ def test_every_import_points_down_and_no_stage_imports_another() -> None:
 
 @pytest.mark.parametrize("importer,imported,expected", [
     ("kernelzero.consumers.validator", "kernelzero.gpu_workers.pool", True),  # across stages
-    ("kernelzero.problems", "kernelzero.producers.coder", True),  # kit reaching a stage
-    ("kernelzero.log.embedded", "kernelzero.problems", True),  # foundation reaching the kit
-    ("kernelzero.consumers.validator", "kernelzero.producers.api_catalog", False),  # the catalog is the kit's
-    ("kernelzero.demo", "kernelzero.gpu_workers", False),  # the application imports stages
+    ("kernelzero.kit.problems", "kernelzero.producers.coder", True),  # kit reaching a stage
+    ("kernelzero.log.embedded", "kernelzero.kit.problems", True),  # foundation reaching the kit
+    ("kernelzero.consumers.validator", "kernelzero.kit.api_catalog", False),  # the catalog is the kit's
+    ("kernelzero.app.demo", "kernelzero.gpu_workers", False),  # the application imports stages
     ("kernelzero.sandbox.launcher", "kernelzero.gpu_workers.trial", True),  # the sandbox serves every stage
     ("kernelzero.consumers.validator", "kernelzero.sandbox.forkserver", False),
 ])
@@ -101,5 +100,5 @@ def test_the_rule_itself(importer: str, imported: str, expected: bool) -> None:
 
 
 def test_the_scan_sees_function_level_imports() -> None:
-    found = {name for _, name in imports(ROOT / "kernelzero" / "bootstrap.py")}
-    assert "kernelzero.consumers.sft" in found and "kernelzero.heldout_judge" in found
+    found = {name for _, name in imports(ROOT / "kernelzero" / "app" / "bootstrap.py")}
+    assert "kernelzero.consumers.sft" in found and "kernelzero.app.heldout_judge" in found

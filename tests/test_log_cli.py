@@ -4,7 +4,7 @@ import json
 
 import anyio
 
-from kernelzero.cli import main
+from kernelzero.app.cli import main
 from kernelzero.log import next_offsets, open_log
 from kernelzero.schemas import ModuleRejected, make_event
 from kernelzero.stage import message_for

@@ -8,8 +8,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from kernelzero.codeblocks import answer, fenced_blocks
-from kernelzero.coder_prompts import render_coder_prompt
+from kernelzero.kit.codeblocks import answer, fenced_blocks
+from kernelzero.kit.coder_prompts import render_coder_prompt
 
 from kernelzero.analytics.projection import Projection
 from kernelzero.analytics.replay import write_dataset

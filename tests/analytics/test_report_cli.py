@@ -7,7 +7,7 @@ import json
 import anyio
 import pytest
 
-from kernelzero import cli
+from kernelzero.app import cli
 from kernelzero.analytics.service import run_projector
 from kernelzero.analytics.synthetic import synthetic_run
 from kernelzero.config import load_config

@@ -42,7 +42,7 @@ def lora_adapter(base_dir: Path, out: Path) -> str:
     """A LoRA adapter over the tiny model whose weights are not zero, so that it changes what the model says."""
     from peft import LoraConfig, get_peft_model
 
-    from kernelzero.models import load_model
+    from kernelzero.kit.models import load_model
 
     if not (out / "adapter_config.json").exists():
         base, _ = load_model(str(base_dir), device="cpu")

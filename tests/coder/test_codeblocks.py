@@ -1,6 +1,6 @@
 """Parsing a model's answer: the last fenced Python block that defines the wanted name, or None."""
 
-from kernelzero.codeblocks import defines, fenced_blocks, last_python_block
+from kernelzero.kit.codeblocks import defines, fenced_blocks, last_python_block
 
 ANSWER = """Plan first.
 ```python

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kernelzero.models import ModelLoadError, is_adapter_dir, load_model, resolve_model_dir, weights_sha256
+from kernelzero.kit.models import ModelLoadError, is_adapter_dir, load_model, resolve_model_dir, weights_sha256
 
 
 def test_a_hub_id_without_a_local_copy_says_how_to_point_at_one():

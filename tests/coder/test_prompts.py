@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from kernelzero.codeblocks import fenced_blocks
-from kernelzero.coder_prompts import Attempt, fill, render_coder_prompt, template
+from kernelzero.kit.codeblocks import fenced_blocks
+from kernelzero.kit.coder_prompts import Attempt, fill, render_coder_prompt, template
 
 REFERENCE = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.exp()  # {{not_a_placeholder}}\n"
 

@@ -15,7 +15,7 @@ ROOT = HERE.parents[1]
 
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "KERNELZERO_EVALUATOR_CACHE_DIR": str(tmp_path)}
-    return subprocess.run([sys.executable, "-m", "kernelzero.cli", "eval", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "kernelzero", "eval", *args], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=240)
 
 

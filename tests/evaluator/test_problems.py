@@ -1,4 +1,4 @@
-"""kernelzero.problems: loading KernelBench-format modules, with errors that name what is missing."""
+"""kernelzero.kit.problems: loading KernelBench-format modules, with errors that name what is missing."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelzero.problems import ProblemError, load_problem
+from kernelzero.kit.problems import ProblemError, load_problem
 
 ROOT = Path(__file__).parents[2]
 

@@ -3,8 +3,8 @@
 import collections
 import string
 
-from kernelzero.producers import api_catalog
-from kernelzero.producers.api_catalog import CATALOG, DOMAINS, EXTRA_KINDS, FAMILIES, NEEDS, RULES, Limits
+from kernelzero.kit import api_catalog
+from kernelzero.kit.api_catalog import CATALOG, DOMAINS, EXTRA_KINDS, FAMILIES, NEEDS, RULES, Limits
 
 
 def test_catalog_has_150_apis_in_every_family():

@@ -93,7 +93,7 @@ async def test_llm_proposals_from_a_real_model_are_trainable_and_follow_new_weig
 
     from kernelzero.config import Config, LogConfig
     from kernelzero.consumers.groups import trainable
-    from kernelzero.models import weights_sha256
+    from kernelzero.kit.models import weights_sha256
     from kernelzero.producers.proposer import serve
     from kernelzero.schemas import PolicyUpdated
 

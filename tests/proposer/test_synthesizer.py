@@ -6,8 +6,8 @@ import random
 import pytest
 
 from kernelzero.consumers.validator import validate
-from kernelzero.producers import api_catalog
-from kernelzero.producers.api_catalog import Limits
+from kernelzero.kit import api_catalog
+from kernelzero.kit.api_catalog import Limits
 from kernelzero.producers.synthesizer import SynthesisError, synthesize
 
 from .conftest import SMALL

@@ -1,6 +1,6 @@
 """Data-parallel policy updates on the CPU (gloo): two ranks step like one process on the whole batch.
 
-The real launcher runs the service: `torchrun --nproc-per-node 2 -m kernelzero.cli serve trainer`,
+The real launcher runs the service: `torchrun --nproc-per-node 2 -m kernelzero.app.cli serve trainer`,
 rank 0 on the event log, rank 1 following. NCCL and several GPUs are not exercised here.
 """
 
@@ -17,7 +17,7 @@ import torch.multiprocessing as mp
 from kernelzero.config import TrainerConfig
 from kernelzero.consumers.ca_grpo import TrainingSample
 from kernelzero.consumers.policy_update import PolicyLearner
-from kernelzero.models import TINY_QWEN2, build_random_model, load_model
+from kernelzero.kit.models import TINY_QWEN2, build_random_model, load_model
 from kernelzero.schemas import PolicyUpdated
 
 CONFIG = TrainerConfig(lora_rank=4, kl_beta=0.05, micro_batch_size=2, learning_rate=1e-2, device="cpu")
@@ -108,7 +108,7 @@ def test_the_service_under_torchrun_steps_once_per_batch_and_publishes_from_rank
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_"))}
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "kernelzero.cli", "serve", "trainer", "--config", str(tmp_path / "kz.toml"), "--idle-exit", "8"],
+         "-m", "kernelzero.app.cli", "serve", "trainer", "--config", str(tmp_path / "kz.toml"), "--idle-exit", "8"],
         capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]

@@ -10,7 +10,7 @@ from kernelzero.config import EvaluatorConfig, TrainerConfig
 from kernelzero.consumers.groups import GroupAssembler
 from kernelzero.consumers.policy_update import Batch, PolicyLearner, token_logprobs
 from kernelzero.gpu_workers import EvaluatorPool
-from kernelzero.models import build_random_model, load_model
+from kernelzero.kit.models import build_random_model, load_model
 from kernelzero.schemas import SampleEvaluated, SampleGenerated, make_event
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

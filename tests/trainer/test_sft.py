@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 
-from kernelzero.cli import main as cli_main
+from kernelzero.app.cli import main as cli_main
 from kernelzero.consumers.sft import SftError, read_pairs, run_sft
-from kernelzero.models import TINY_QWEN2, build_random_model, load_model
+from kernelzero.kit.models import TINY_QWEN2, build_random_model, load_model
 
 PAIRS = [
     {"prompt": f"def f{i}(x):\n", "completion": f"    return torch.relu(x) * {i}\n"} for i in range(8)
@@ -93,7 +93,7 @@ def test_the_sft_result_starts_rl_as_it_is(model_dir, tmp_path, lora_rank):
 
 def test_prompt_and_completion_are_tokenized_apart_as_a_generator_sees_them(tmp_path):
     from kernelzero.consumers.sft import tokenized
-    from kernelzero.models import build_tokenizer
+    from kernelzero.kit.models import build_tokenizer
 
     # a tokenizer whose merges cross spaces and newlines would merge "Answer:\n```" into one token
     texts = ["Answer:\n```python\nx = 1\n```\n"] * 50

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import msgspec
 
-from kernelzero.codeblocks import answer
+from kernelzero.kit.codeblocks import answer
 from kernelzero.config import Config, dump_config
 from kernelzero.schemas import Event, ModuleAccepted, SampleGenerated, api_set_key, make_event, uuid7
 

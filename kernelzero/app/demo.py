@@ -1,6 +1,6 @@
 """`kernelzero demo`: KernelZero from zero on one machine (a CPU is enough): teachers, SFT, then rounds of the real loop with both learners; small, not a benchmark.
 
-1. Bootstrap (kernelzero/bootstrap.py, cached by its inputs): the synthesizer and the Triton
+1. Bootstrap (kernelzero/app/bootstrap.py, cached by its inputs): the synthesizer and the Triton
    teacher make verified SFT sets, split by API set; a tokenizer and from-scratch models of both
    roles are trained on them, the Coder until its held-out pass@1 enters the band.
 2. Rounds of the real loop on the embedded log, each stage as `kernelzero serve ROLE` until its
@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 from kernelzero.config import Config, dump_config
-from kernelzero.serve import serve_until_idle
+from kernelzero.app.serve import serve_until_idle
 
 STAGES = ("proposer", "validator", "coder", "evaluator", "trainer", "projector")
 ANSWER_STAGES = ("coder", "evaluator", "trainer", "projector")
-EXAMPLE_PROBLEM = Path(__file__).resolve().parent.parent / "examples/problems/relu_matmul.py"
-EXAMPLE_CANDIDATE = Path(__file__).resolve().parent.parent / "examples/candidates/relu_matmul_triton.py"
+EXAMPLE_PROBLEM = Path(__file__).resolve().parents[2] / "examples/problems/relu_matmul.py"
+EXAMPLE_CANDIDATE = Path(__file__).resolve().parents[2] / "examples/candidates/relu_matmul_triton.py"
 SUMMARY = {
     "held-out pass rate by Coder policy version (never trained on)":
         "SELECT policy_version, modules, samples, round(pass_at_1, 3) AS pass_at_1, "
@@ -61,7 +61,7 @@ def add_arguments(parser) -> None:
 
 def demo_config(config: Config, out: Path, args) -> Config:
     """The user's configuration, pointed at the run directory and sized for the demo's models."""
-    from kernelzero.bootstrap import DEMO_APIS
+    from kernelzero.app.bootstrap import DEMO_APIS
 
     config.log.url = f"embedded:{out / 'log.sqlite'}"
     config.analytics.db = str(out / "analytics.duckdb")
@@ -105,7 +105,7 @@ def _stages(console, roles, config_path: Path, label: str, started: float) -> in
 
 
 def _heldout(config_path: Path, rows: Path, limit: int, tag: str) -> int:
-    from kernelzero.cli import main
+    from kernelzero.app.cli import main
 
     return main(["heldout", "--config", str(config_path), "--rows", str(rows), "--limit", str(limit), "--tag", tag])
 
@@ -153,8 +153,8 @@ def _quiet_libraries() -> None:
 def main(args, config: Config) -> int:
     from rich.console import Console
 
-    from kernelzero.bootstrap import Plan, bootstrap
-    from kernelzero.cli import main as cli_main
+    from kernelzero.app.bootstrap import Plan, bootstrap
+    from kernelzero.app.cli import main as cli_main
 
     console = Console(stderr=True)
     _quiet_libraries()

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from kernelzero.models import MODEL_SIZES, TOKENIZER_CORPUS, VOCAB_SIZES
+from kernelzero.kit.models import MODEL_SIZES, TOKENIZER_CORPUS, VOCAB_SIZES
 
 
 class InitModelError(ValueError):
@@ -50,7 +50,7 @@ def corpus_texts(paths: list[str]) -> list[str]:
 
 def init_model(out: str, size: str, corpus: list[str], *, vocab_size: int | None = None, seed: int = 0) -> Path:
     """Write the model and tokenizer to `out` (refused when it holds anything); returns the directory."""
-    from kernelzero.models import build_random_model
+    from kernelzero.kit.models import build_random_model
 
     target = Path(out)
     if target.exists() and any(target.iterdir()):

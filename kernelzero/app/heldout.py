@@ -24,7 +24,7 @@ def add_arguments(parser) -> None:
 
 
 def heldout_events(rows: Sequence, tag: str) -> list[Event]:
-    """One held-out modules.accepted event per row (rows with `reference` and `apis`, as kernelzero.heldout_judge reads them)."""
+    """One held-out modules.accepted event per row (rows with `reference` and `apis`, as kernelzero.app.heldout_judge reads them)."""
     events = []
     for index, row in enumerate(rows):
         fingerprint = hashlib.sha256(row.reference.encode()).hexdigest()
@@ -35,7 +35,7 @@ def heldout_events(rows: Sequence, tag: str) -> list[Event]:
 
 
 def main(args, config) -> int:
-    from kernelzero.heldout_judge import read_heldout
+    from kernelzero.app.heldout_judge import read_heldout
     from kernelzero.stage import publish_to
 
     try:

@@ -64,12 +64,12 @@ class Bootstrap(msgspec.Struct, kw_only=True):
 
 def _code_hash() -> str:
     """The source of everything that decides the distilled data: teachers, synthesizer, catalog, evaluator."""
-    from kernelzero import gpu_workers, producers
+    from kernelzero import gpu_workers, kit, producers
 
     digest = hashlib.sha256()
-    for package in (producers, gpu_workers):
+    for package in (producers, kit, gpu_workers):
         for path in sorted(Path(package.__file__).parent.glob("*.py")):
-            if path.stem.startswith(("teacher", "synthesizer", "api_catalog", "trial", "compare", "instruments")):
+            if path.stem.startswith(("teacher", "synthesizer", "api_catalog", "trial", "blame", "compare", "instruments")):
                 digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -79,8 +79,8 @@ def _key(*parts: object) -> str:
 
 
 def distill_step(config: Config, plan: Plan, cache: Path) -> Path:
-    """The distilled sets (kernelzero/distill.py) for the plan, reused when the cache holds them."""
-    from kernelzero.distill import distill, distill_config
+    """The distilled sets (kernelzero/app/distill.py) for the plan, reused when the cache holds them."""
+    from kernelzero.app.distill import distill, distill_config
 
     settings = (plan.modules, plan.heldout_share, plan.seed, config.proposer.scale, config.proposer.api_set_size,
                 config.proposer.min_api_set_size,
@@ -109,8 +109,8 @@ def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device:
 def _warm_start(config: Config, plan: Plan, role: str, distill_dir: Path, out: Path, device: str) -> dict:
     from kernelzero.consumers.sft import run_sft
     from kernelzero.consumers.sft_stop import BandStop
-    from kernelzero.heldout_judge import HeldOutJudge, read_heldout
-    from kernelzero.init_model import init_model
+    from kernelzero.app.heldout_judge import HeldOutJudge, read_heldout
+    from kernelzero.app.init_model import init_model
 
     corpus = [str(distill_dir / f"{name}_train.jsonl") for name in ("coder", "proposer")]
     init_model(str(out / f"{role}-init"), plan.size, corpus, seed=plan.seed)

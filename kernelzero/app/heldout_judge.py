@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from kernelzero.codeblocks import last_python_block
+from kernelzero.kit.codeblocks import last_python_block
 
 
 class HeldOutRow(msgspec.Struct, frozen=True):

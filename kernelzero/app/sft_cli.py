@@ -34,7 +34,7 @@ def band_stop(args, config):
     if not args.heldout:
         return None
     from kernelzero.consumers.sft_stop import BandStop
-    from kernelzero.heldout_judge import HeldOutJudge, read_heldout
+    from kernelzero.app.heldout_judge import HeldOutJudge, read_heldout
 
     try:
         low, high = (float(x) for x in args.stop_band.split(","))
@@ -52,7 +52,7 @@ def main(args, config) -> int:
     if not model_dir:
         print(f"kernelzero sft: no model: pass --model DIR or set [{args.role}] model", file=sys.stderr)
         return 2
-    from kernelzero.models import ModelLoadError
+    from kernelzero.kit.models import ModelLoadError
 
     lora_rank = config.trainer.lora_rank if args.lora_rank is None else args.lora_rank
     stop = None

@@ -1,4 +1,4 @@
-"""The Coder's prompts, rendered from the template files in kernelzero/prompts/ (shared by the Coder and dataset replay); says nothing about how a model will read them.
+"""The Coder's prompts, rendered from the template files in kernelzero/kit/prompts/ (shared by the Coder and dataset replay); says nothing about how a model will read them.
 
 A prompt is the target's template (coder_cuda.md or coder_triton.md) with the shared rules
 (coder_rules.md) and the reference module filled in, followed, for a repair turn, by one

@@ -45,6 +45,6 @@ def main(args, config) -> int:
 
 def serve_until_idle(role: str, config_path, idle_s: float = 3.0) -> int:
     """Run one stage in this process until its input has been drained for `idle_s` (the demo and benches)."""
-    from kernelzero.cli import main as cli_main
+    from kernelzero.app.cli import main as cli_main
 
     return cli_main(["serve", role, "--config", str(config_path), "--idle-exit", str(idle_s)])

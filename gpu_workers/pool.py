@@ -30,11 +30,12 @@ import msgspec
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import headers, prebuilt_headers
 from kernelzero.gpu_workers.device_turns import TURNS_INSIDE, turns_dir
-from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult
+from kernelzero.gpu_workers.result import EVALUATOR_VERSION, evaluation
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.static_check import check_source
 from kernelzero.sandbox.launcher import Sandbox, SandboxUnavailable
 from kernelzero.sandbox.workspace import EXTENSIONS, PRECOMPILED, Workspace
+from kernelzero.schemas import Evaluation
 from kernelzero.schemas.messages import (BUILD_LINE, CONFINED, REFUSED, BuildOutcome, Built, Job, JobAnswer,
                                          SandboxRefusal)
 
@@ -44,7 +45,7 @@ _CONFIG_NOT_IN_KEY = {"cache_dir", "build_workers", "workers_per_gpu", "cpu_work
                       "compile_timeout_s", "build_headers", "precompiled_headers_dir", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
 
 
-def _transient_shortfall(result: EvalResult) -> bool:
+def _transient_shortfall(result: Evaluation) -> bool:
     """A memory shortfall that another run may not meet: without the whole GPU, or within a candidate's allowance."""
     return result.evidence.get("whole_gpu") == "no" or "memory_shortfall" in result.evidence
 
@@ -125,7 +126,7 @@ class EvaluatorPool:
         self.device = device or self.config.device
         self.use_cache = use_cache
         self.gpu_sharing = max(1, self.config.workers_per_gpu) * max(1, gpu_processes)
-        self._unusable: dict[str, EvalResult] = {}  # problem hash -> its problem_error
+        self._unusable: dict[str, Evaluation] = {}  # problem hash -> its problem_error
         self.cache_dir = Path(os.path.expanduser(self.config.cache_dir))
         self.sandbox = Sandbox(self.config, self.cache_dir)  # probed once started
         self._signed = SignedFiles(self.cache_dir)
@@ -178,24 +179,25 @@ class EvaluatorPool:
                         self._config_key, self.sandbox.label])
         return self.cache_dir / "results" / f"{sha256(key)}.json"
 
-    def _cache_get(self, path: Path) -> EvalResult | None:
+    def _cache_get(self, path: Path) -> Evaluation | None:
         payload = self._signed.read(path) if self.use_cache else None
         if payload is None:
             return None
         try:
-            result = msgspec.json.decode(payload, type=EvalResult)
+            result = msgspec.json.decode(payload, type=Evaluation)
         except msgspec.DecodeError:
             return None
+        result.evaluator_version = EVALUATOR_VERSION  # the path is keyed by it; entries of kz-eval-4 omitted it
         result.cached = True
         return result
 
-    def _cache_put(self, path: Path, result: EvalResult) -> None:
+    def _cache_put(self, path: Path, result: Evaluation) -> None:
         if not self.use_cache or result.verdict in NOT_CACHED or result.reason.startswith(NOT_CACHED_PREFIX):
             return
         self._signed.write(path, msgspec.json.encode(result))
 
     # ---- evaluation ----
-    async def evaluate(self, problem_src: str, candidate_src: str) -> EvalResult:
+    async def evaluate(self, problem_src: str, candidate_src: str) -> Evaluation:
         known = self._unusable.get(sha256(problem_src))
         if known is not None:
             return msgspec.structs.replace(known, cached=True)
@@ -225,11 +227,11 @@ class EvaluatorPool:
         self._cache_put(path, result)
         return result
 
-    def _base(self, verdict: str, reason: str, **evidence: str) -> EvalResult:
+    def _base(self, verdict: str, reason: str, **evidence: str) -> Evaluation:
         evidence.setdefault("sandbox", self.sandbox.label)
-        return EvalResult(verdict=verdict, reason=reason, evidence=evidence, device=self.device_type, gpu=self.gpu)
+        return evaluation(verdict, reason, evidence=evidence, device=self.device_type, gpu=self.gpu)
 
-    def _static(self, candidate_src: str) -> EvalResult | None:
+    def _static(self, candidate_src: str) -> Evaluation | None:
         if not self.config.static_checks:
             return None
         try:
@@ -247,7 +249,7 @@ class EvaluatorPool:
         return result
 
     async def _run(self, problem_src: str, candidate_src: str, ext_dir: str, built: Built = Built(),
-                   alone: bool = False) -> EvalResult:
+                   alone: bool = False) -> Evaluation:
         worker = await self._idle.get()
         try:
             scratch, extensions = await asyncio.to_thread(worker.workspace.prepare, ext_dir)
@@ -263,13 +265,13 @@ class EvaluatorPool:
         outcome = msgspec.msgpack.decode(answer, type=JobAnswer)
         if outcome.refusal is not None:
             raise SandboxUnavailable(f"{self.sandbox.refusal(outcome.refusal.missing)} (this job: {outcome.refusal.in_force})")
-        result = EvalResult(**msgspec.structs.asdict(outcome.result))  # an EvalResult, as the pool's own and its cache's are
+        result = outcome.result
         result.evidence["sandbox"] = self.sandbox.label
         if "static" not in result.checks and self.config.static_checks:
             result.checks = ["static", *result.checks]
         return result
 
-    async def _build(self, candidate_src: str) -> tuple[str, Built, float, EvalResult | None]:
+    async def _build(self, candidate_src: str) -> tuple[str, Built, float, Evaluation | None]:
         """(extension dir, how it was built, compile seconds, failure verdict or None); cached by source and flags.
 
         Builds try the configured headers mode, then the heavier ones (gpu_workers/headers.py): after
@@ -372,7 +374,7 @@ class EvaluatorPool:
 
 
 def evaluate(problem_src: str, candidate_src: str, config: EvaluatorConfig | None = None, *,
-             device: str | None = None, use_cache: bool = True) -> EvalResult:
+             device: str | None = None, use_cache: bool = True) -> Evaluation:
     """One-off synchronous evaluation (starts and stops its own worker); a bad problem is a `problem_error` result."""
     config = msgspec.structs.replace(config or EvaluatorConfig(), workers_per_gpu=1)
     device = device or config.device
@@ -380,7 +382,7 @@ def evaluate(problem_src: str, candidate_src: str, config: EvaluatorConfig | Non
         import torch
         device = "cuda:0" if torch.cuda.is_available() else ("cpu" if device == "auto" else device)
 
-    async def one() -> EvalResult:
+    async def one() -> Evaluation:
         async with EvaluatorPool(config, device=device, use_cache=use_cache) as pool:
             return await pool.evaluate(problem_src, candidate_src)
 

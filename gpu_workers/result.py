@@ -1,10 +1,12 @@
-"""The evaluator's verdict type (EvalResult: the schema's Evaluation, stamped with this version) and the problem's failure inside a trial.
+"""The evaluator's version and its results (`evaluation`: the schema's Evaluation, stamped with that version), and the problem's failure inside a trial.
 
-A service turns an EvalResult into a SampleEvaluated (an Evaluation plus the sample's ids) with
+A service turns an Evaluation into a SampleEvaluated (an Evaluation plus the sample's ids) with
 `msgspec.structs.asdict`.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from kernelzero.schemas import Evaluation
 
@@ -17,8 +19,9 @@ from kernelzero.schemas import Evaluation
 EVALUATOR_VERSION = "kz-eval-4"
 
 
-class EvalResult(Evaluation, kw_only=True):
-    evaluator_version: str = EVALUATOR_VERSION
+def evaluation(verdict: str, reason: str, **fields: Any) -> Evaluation:
+    """A result of this evaluator: an Evaluation stamped with EVALUATOR_VERSION."""
+    return Evaluation(verdict=verdict, reason=reason, evaluator_version=EVALUATOR_VERSION, **fields)
 
 
 class ProblemFailed(RuntimeError):

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import msgspec
 
 from kernelzero.gpu_workers.pool import EvaluatorPool
-from kernelzero.gpu_workers.result import EvalResult
+from kernelzero.gpu_workers.result import evaluation
 from kernelzero.schemas import Event, SampleEvaluated, SampleGenerated, make_event
 
 
@@ -31,7 +31,7 @@ class EvaluatorStage:
     async def handle(self, event: Event) -> Sequence[Event]:
         sample: SampleGenerated = event.payload
         if sample.source is None:
-            result = EvalResult(verdict="compile_error", reason="no_code",
+            result = evaluation("compile_error", "no_code",
                                 evidence={"coder_reason": sample.reason} if sample.reason else {},
                                 device=self.pool.device_type, gpu=self.pool.gpu)
         else:

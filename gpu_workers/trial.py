@@ -34,8 +34,9 @@ from kernelzero.gpu_workers import compare, device_turns, headers, instruments, 
 from kernelzero.gpu_workers.blame import (EarlyVerdict, candidate_verdict, innermost_file, is_device_fault, is_oom,
                                          problem_call, short)
 from kernelzero.gpu_workers.memory_ledger import MemoryLedger, nbytes
-from kernelzero.gpu_workers.result import EVALUATOR_VERSION, EvalResult, ProblemFailed
+from kernelzero.gpu_workers.result import ProblemFailed, evaluation
 from kernelzero.kit.problems import load_problem
+from kernelzero.schemas import Evaluation
 from kernelzero.schemas.messages import Job
 from kernelzero.kit.tracing import tensors
 
@@ -82,7 +83,7 @@ class TrialRun:
         self.cfg = job.config
         self.device = torch.device(job.device)
         self.checks: list[str] = []
-        self.result = EvalResult(verdict="correct", reason="ok", device=self.device.type, gpu=job.gpu)
+        self.result = evaluation("correct", "ok", device=self.device.type, gpu=job.gpu)
         self.launches = instruments.LaunchLog()
         self.ref_calls = 0
         self.stage = "start"
@@ -643,7 +644,7 @@ class TrialRun:
         if self.device.type == "cuda":
             self.time_it()
 
-    def run(self) -> EvalResult:
+    def run(self) -> Evaluation:
         try:
             self._stages()
         except EarlyVerdict as v:
@@ -655,19 +656,17 @@ class TrialRun:
         except BaseException as exc:  # noqa: BLE001  (blamed on the candidate where it may have caused it)
             self._conclude(self._blame(exc))
         self.result.checks = self.checks
-        self.result.evaluator_version = EVALUATOR_VERSION
         return self.result
 
 
-def run_job(job: Job) -> EvalResult:
+def run_job(job: Job) -> Evaluation:
     """The job's result; an exception of ours that escaped `TrialRun.run` is `evaluator_error`."""
     try:
         return TrialRun(job).run()
     except BaseException as exc:  # noqa: BLE001  (Evaluation blames what the candidate or problem raised)
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        return EvalResult(verdict="evaluator_error", reason="exception", device=torch.device(job.device).type,
-                          gpu=job.gpu, evidence={"stage": "run_job", "traceback": trace[-2000:]},
-                          evaluator_version=EVALUATOR_VERSION)
+        return evaluation("evaluator_error", "exception", device=torch.device(job.device).type, gpu=job.gpu,
+                          evidence={"stage": "run_job", "traceback": trace[-2000:]})
 
 
 @contextlib.contextmanager

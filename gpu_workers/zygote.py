@@ -20,7 +20,7 @@ import signal
 
 import msgspec
 
-from kernelzero.gpu_workers.result import EvalResult
+from kernelzero.gpu_workers.result import evaluation
 from kernelzero.sandbox import forkserver
 from kernelzero.schemas import Evaluation
 from kernelzero.schemas.messages import Job, JobAnswer, SandboxRefusal
@@ -63,7 +63,7 @@ class EvaluationJobs:
         return _encode(_evaluator_error(job, exc))
 
     def timed_out(self, job: Job) -> bytes:
-        return _encode(EvalResult(verdict="timeout", reason="timeout", device=_device(job), gpu=job.gpu,
+        return _encode(evaluation("timeout", "timeout", device=_device(job), gpu=job.gpu,
                                   evidence={"timeout_s": str(job.config.timeout_s), "output": _output(job)}))
 
     def died(self, job: Job, status: int) -> bytes:
@@ -71,11 +71,11 @@ class EvaluationJobs:
             reason = f"worker_crashed:{signal.Signals(os.WTERMSIG(status)).name}"
         else:
             reason = f"worker_exited:{os.WEXITSTATUS(status)}"
-        return _encode(EvalResult(verdict="runtime_error", reason=reason, device=_device(job), gpu=job.gpu,
+        return _encode(evaluation("runtime_error", reason, device=_device(job), gpu=job.gpu,
                                   evidence={"output": _output(job)}))
 
     def forged(self, job: Job) -> bytes:
-        return _encode(EvalResult(verdict="rejected", reason="forged_result", device=_device(job), gpu=job.gpu,
+        return _encode(evaluation("rejected", "forged_result", device=_device(job), gpu=job.gpu,
                                   evidence={"detail": "the result channel held bytes the evaluator did not sign"}))
 
 
@@ -140,19 +140,17 @@ def _tail(path: str, limit: int = 1500) -> str:
         return ""
 
 
-def _evaluator_error(job, exc: BaseException) -> EvalResult:
+def _evaluator_error(job, exc: BaseException) -> Evaluation:
     import traceback
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return EvalResult(verdict="evaluator_error", reason="exception", gpu=job.gpu,
+    return evaluation("evaluator_error", "exception", gpu=job.gpu,
                       device="cuda" if job.device.startswith("cuda") else "cpu",
                       evidence={"stage": "sandbox", "traceback": trace[-2000:]})
 
 
-def _encode(answer: EvalResult | JobAnswer) -> bytes:
-    """A JobAnswer as msgpack; a result travels as the schema's Evaluation, its evaluator_version spelled out (an EvalResult omits it: its default)."""
-    if isinstance(answer, EvalResult):
-        answer = JobAnswer(result=Evaluation(**msgspec.structs.asdict(answer)))
-    return msgspec.msgpack.encode(answer)
+def _encode(answer: Evaluation | JobAnswer) -> bytes:
+    """A JobAnswer as msgpack."""
+    return msgspec.msgpack.encode(JobAnswer(result=answer) if isinstance(answer, Evaluation) else answer)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,13 @@
 Every environment variable the project reads is read here. Validation happens once, at start;
 an error names the bad key (and the variable or file it came from). Values are not checked for
 semantic sense beyond their type and each section's `rules()` (values that would silently break a run).
+
+The sections live here, in the foundation, not with the stage each is named after: like the
+events in schemas/, they are a contract several stages read. The trainer reads the Coder's and
+Proposer's model settings (it trains those models), the validator and the sandbox launcher the
+evaluator's containment settings, the Proposer's trainer the frontier's band, and an evaluation
+Job carries the evaluator's section across processes. A stage that registered its own section
+would make each of those readers import another stage, or read untyped dictionaries.
 """
 
 from __future__ import annotations

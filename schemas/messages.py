@@ -62,7 +62,7 @@ class Job(msgspec.Struct, kw_only=True):
 class JobAnswer(msgspec.Struct, omit_defaults=True):
     """A worker to the pool (msgpack, signed by the job's child): the job's result, or its refusal to run."""
 
-    result: Evaluation | None = None  # evaluator_version spelled out (Evaluation's default is "")
+    result: Evaluation | None = None  # stamped with the evaluator's version (gpu_workers/result.py)
     refusal: SandboxRefusal | None = None
 
 

@@ -51,7 +51,7 @@ def test_a_fault_setting_up_the_child_is_an_evaluator_error(tmp_path: Path, monk
     result = run_job(tmp_path, "relu", "passthrough_torch")
     assert (result.verdict, result.reason, result.evidence["stage"]) == ("evaluator_error", "exception", "sandbox")
     assert "injected fault in the evaluator" in result.evidence["traceback"]
-    assert result.evaluator_version == EVALUATOR_VERSION  # on the wire, though an EvalResult would omit it
+    assert result.evaluator_version == EVALUATOR_VERSION  # stamped on every result, the ones the sandbox makes too
 
 
 def test_without_a_fault_the_same_job_is_the_candidates(tmp_path: Path) -> None:

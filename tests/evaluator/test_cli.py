@@ -43,8 +43,9 @@ def test_eval_evaluator_error_exits_4(tmp_path: Path, monkeypatch, capsys) -> No
 
     from kernelzero.config import Config
     from kernelzero import gpu_workers
-    from kernelzero.gpu_workers import EvalResult, cli
-    fault = EvalResult(verdict="evaluator_error", reason="exception", evidence={"error": "RuntimeError: injected"})
+    from kernelzero.gpu_workers import cli
+    from kernelzero.gpu_workers.result import evaluation
+    fault = evaluation("evaluator_error", "exception", evidence={"error": "RuntimeError: injected"})
     monkeypatch.setattr(gpu_workers, "evaluate", lambda *args, **kwargs: fault)  # the real path: test_blame.py
     args = argparse.Namespace(problem=str(HERE / "problems" / "relu.py"), candidate=str(HERE / "candidates" / "correct_whole.py"),
                               device="cpu", timeout=None, json=True, no_cache=True)

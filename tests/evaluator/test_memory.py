@@ -160,9 +160,9 @@ def test_a_candidate_allocating_far_beyond_the_reference_is_still_charged(monkey
 
 def test_a_memory_shortfall_is_not_cached_nor_makes_the_problem_unusable() -> None:
     from kernelzero.gpu_workers.pool import NOT_CACHED_PREFIX, _transient_shortfall
-    from kernelzero.gpu_workers.result import EvalResult
-    shortfall = EvalResult(verdict="problem_error", reason="evaluation_out_of_memory",
+    from kernelzero.gpu_workers.result import evaluation
+    shortfall = evaluation("problem_error", "evaluation_out_of_memory",
                            evidence={"memory_shortfall": "...", "retry_alone": "yes", "whole_gpu": "no"})
     assert shortfall.reason.startswith(NOT_CACHED_PREFIX) and _transient_shortfall(shortfall)
-    whole = EvalResult(verdict="problem_error", reason="reference_out_of_memory", evidence={"whole_gpu": "yes"})
+    whole = evaluation("problem_error", "reference_out_of_memory", evidence={"whole_gpu": "yes"})
     assert not _transient_shortfall(whole)

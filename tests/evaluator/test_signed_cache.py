@@ -10,7 +10,8 @@ from pathlib import Path
 import msgspec
 
 from kernelzero.config import EvaluatorConfig
-from kernelzero.gpu_workers import EvalResult, EvaluatorPool
+from kernelzero.gpu_workers import EvaluatorPool
+from kernelzero.gpu_workers.result import evaluation
 from kernelzero.gpu_workers.signed_cache import KEY_FILE, SignedFiles
 
 HERE = Path(__file__).parent
@@ -44,7 +45,7 @@ def test_a_forged_cache_entry_is_not_trusted(tmp_path: Path) -> None:
             tampered = await pool.evaluate(RELU, WRONG)
             assert (tampered.verdict, tampered.cached) == ("incorrect", False)
 
-            path.write_bytes(msgspec.json.encode(EvalResult(verdict="correct", reason="ok")))  # written without the key
+            path.write_bytes(msgspec.json.encode(evaluation("correct", "ok")))  # written without the key
             unsigned = await pool.evaluate(RELU, WRONG)
             assert (unsigned.verdict, unsigned.cached) == ("incorrect", False)
 

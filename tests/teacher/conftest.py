@@ -28,7 +28,7 @@ def module(args: str, body: str, inputs: str, init: str = "", init_args: str = "
 
 
 def evaluate_pairs(pairs: dict[str, tuple[str, str]], cache_dir) -> dict:
-    """name -> EvalResult for each (problem, candidate), through one CPU pool without its result cache."""
+    """name -> Evaluation for each (problem, candidate), through one CPU pool without its result cache."""
 
     async def run() -> dict:
         config = EvaluatorConfig(device="cpu", cache_dir=str(cache_dir), timeout_s=60)

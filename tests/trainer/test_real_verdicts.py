@@ -47,7 +47,7 @@ async def test_one_step_from_real_verdicts(tmp_path):
         generated = SampleGenerated(sample_id=name, module_id="relu_matmul", backend="triton", source=source,
                                     problem_source=PROBLEM, group_size=len(CANDIDATES), group_index=index,
                                     prompt_token_ids=prompt, token_ids=tokens, logprobs=[0.0] * len(tokens))
-        fields = msgspec.structs.asdict(results[name])  # as the evaluator service copies an EvalResult
+        fields = msgspec.structs.asdict(results[name])  # as the evaluator service copies an Evaluation
         evaluated = SampleEvaluated(sample_id=name, module_id="relu_matmul", backend="triton", **fields)
         events += [make_event(generated, correlation_id="relu_matmul", producer="coder", policy_version=0),
                    make_event(evaluated, correlation_id="relu_matmul", producer="evaluator")]

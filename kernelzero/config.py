@@ -187,6 +187,7 @@ class ValidatorConfig(Section):
     max_memory_gb: float = 8.0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cpu_threads: int = 1  # torch threads of a validation run on the CPU
+    group: str = "validator"  # its consumer group: the Proposer waits while its lag reaches [proposer] max_pending
 
 
 class TrainerConfig(Section):

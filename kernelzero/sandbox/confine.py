@@ -6,14 +6,17 @@ candidate's uid where one is mapped (dropping every capability), points HOME, TM
 compilers' caches into the candidate's own folder, restricts writes to that folder with
 Landlock, and installs the seccomp filter. `in_force` then reads back, from the process's own
 vantage point, which mechanisms are really in force (namespaces differ from the evaluator's,
-uid, limits, filters), so evidence never claims what was only asked for. Namespaces and the
-file system come from the launcher (kernelzero/sandbox/launcher.py), not from here.
+uid, limits, filters), so evidence never claims what was only asked for, and
+`usable_compiler` whether the C compiler builds need runs. Namespaces and the file system come
+from the launcher (kernelzero/sandbox/launcher.py), not from here.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import shutil
+import subprocess
 import tempfile
 
 import msgspec
@@ -139,6 +142,15 @@ def missing(required: list[str], mechanisms: list[str]) -> list[str]:
 def label(launcher: str, mechanisms: list[str]) -> str:
     """How containment reads in evidence, e.g. `bwrap 0.8.0: net,mount,pid,...`."""
     return f"{launcher}: {','.join(mechanisms) or 'nothing'}"
+
+
+def usable_compiler() -> str:
+    """The first C compiler here that runs (CC, then cc, gcc, clang), as Triton picks one; "" when none does."""
+    for name in (os.environ.get("CC", ""), "cc", "gcc", "clang"):
+        path = shutil.which(name) if name else None
+        if path and subprocess.run([path, "--version"], capture_output=True).returncode == 0:
+            return path
+    return ""
 
 
 def _namespaces() -> dict[str, int]:

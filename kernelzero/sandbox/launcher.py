@@ -110,9 +110,7 @@ class Sandbox:
 
     def _check_compiler(self, inside: str) -> None:
         """A compiler that runs here but not in the sandbox would fail every Triton or CUDA build as the candidate's."""
-        from kernelzero.sandbox.probe import usable_compiler
-
-        here = usable_compiler()
+        here = confine.usable_compiler()
         if here and not inside:
             raise SandboxUnavailable(
                 f"the C compiler {here} runs here but not in the sandbox ({self.launcher}): Triton and CUDA builds "

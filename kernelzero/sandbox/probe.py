@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,17 +25,8 @@ from kernelzero.schemas.messages import ProbeReport
 def answer(confinement_json: str, folder: str) -> int:
     confinement = msgspec.json.decode(confinement_json, type=confine.Confinement)
     in_force = confine.enter(confinement, [folder], folder)
-    print(msgspec.json.encode(ProbeReport(in_force, usable_compiler())).decode(), flush=True)
+    print(msgspec.json.encode(ProbeReport(in_force, confine.usable_compiler())).decode(), flush=True)
     return 0
-
-
-def usable_compiler() -> str:
-    """The first C compiler here that runs (CC, then cc, gcc, clang), as Triton picks one; "" when none does."""
-    for name in (os.environ.get("CC", ""), "cc", "gcc", "clang"):
-        path = shutil.which(name) if name else None
-        if path and subprocess.run([path, "--version"], capture_output=True).returncode == 0:
-            return path
-    return ""
 
 
 def report() -> int:

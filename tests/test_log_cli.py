@@ -66,3 +66,21 @@ def test_unknown_topic_and_bad_broker_exit_nonzero(tmp_path, capsys):
     assert main(["log", "--broker", f"embedded:{tmp_path}/l.sqlite", "tail", "nope"]) == 2
     assert main(["log", "--broker", "ftp://x", "stats"]) == 2
     assert "unknown broker URL" in capsys.readouterr().err
+
+
+def test_reading_to_given_ends_leaves_out_what_came_after(tmp_path):
+    """`tail --follow` prints from the ends it read first: the scan before it must stop there, or a record twice."""
+    from kernelzero.log import read_to_end
+
+    url = f"embedded:{tmp_path}/log.sqlite"
+    fill(url, 3)
+
+    async def go() -> list[str]:
+        async with await open_log(url) as log:
+            ends = await log.end_offsets("modules.rejected")
+            async with await log.producer() as producer:
+                await producer.send([message_for(make_event(ModuleRejected(module_id="late", reason="duplicate"),
+                                                            correlation_id="same", producer="t"))])
+            return [r.key.decode() async for r in read_to_end(log, "modules.rejected", ends=ends)]
+
+    assert len(anyio.run(go)) == 3

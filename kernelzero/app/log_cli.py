@@ -37,11 +37,11 @@ async def _follow(log, topic: str):
                 yield record
 
 
-async def _scan(log, topic: str):
-    """Every record of a topic up to its end, oldest first."""
+async def _scan(log, topic: str, ends: dict[int, int] | None = None):
+    """Every record of a topic up to its end (`ends` where given), oldest first."""
     from kernelzero.log import read_to_end
 
-    records = [r async for r in read_to_end(log, topic, reader="kernelzero-log")]
+    records = [r async for r in read_to_end(log, topic, reader="kernelzero-log", ends=ends)]
     for record in sorted(records, key=lambda r: (r.timestamp_ms, r.partition, r.offset)):
         yield record
 
@@ -66,7 +66,7 @@ async def _tail(args, config) -> int:
             return 2
         ends = await log.end_offsets(args.topic)
         last = collections.deque(maxlen=args.n)
-        async for record in _scan(log, args.topic):
+        async for record in _scan(log, args.topic, ends):  # the ends --follow starts from: nothing twice
             last.append(record)
         for record in last:
             sys.stdout.buffer.write(_as_json(record) + b"\n")

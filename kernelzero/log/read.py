@@ -10,12 +10,13 @@ from kernelzero.log.base import EventLog, Record
 
 
 async def read_to_end(log: EventLog, topic: str, *, reader: str = "reader", deadline_s: float = 30.0,
-                      batch: int = 500) -> AsyncIterator[Record]:
-    """Every record of `topic` below its current end offsets, partition by partition in offset order.
+                      batch: int = 500, ends: dict[int, int] | None = None) -> AsyncIterator[Record]:
+    """Every record of `topic` below its current end offsets (or `ends`, read earlier by the caller), partition
+    by partition in offset order.
 
     `reader` names the throwaway group (`{reader}.{random}`) so that `kernelzero log stats` says who read.
     """
-    ends = {p: end for p, end in (await log.end_offsets(topic)).items() if end > 0}
+    ends = {p: end for p, end in (ends if ends is not None else await log.end_offsets(topic)).items() if end > 0}
     if not ends:
         return
     done = {p: 0 for p in ends}

@@ -23,7 +23,7 @@ import traceback
 import msgspec
 
 from kernelzero.gpu_workers import headers
-from kernelzero.schemas.messages import BUILD_LINE, CONFINED, REFUSED, BuildOutcome, SandboxRefusal
+from kernelzero.schemas.messages import BUILD_LINE, CONFINED, REFUSED, BuildOutcome, Confinement, SandboxRefusal
 
 
 def main(argv: list[str]) -> int:
@@ -61,7 +61,7 @@ def _option(argv: list[str], name: str, default: str) -> str:
 def _confine(confinement_json: str, ext_dir: str) -> bool:
     """Confine this process to its build folder; prints CONFINED, or REFUSED with what is missing."""
     from kernelzero.sandbox import confine
-    confinement = msgspec.json.decode(confinement_json, type=confine.Confinement)
+    confinement = msgspec.json.decode(confinement_json, type=Confinement)
     mechanisms = confine.enter(confinement, [ext_dir], os.path.join(ext_dir, ".home"))
     missing = confine.missing(confinement.required, mechanisms)
     if missing:

@@ -1,6 +1,8 @@
 """Every message between the project's processes, typed: the sandbox's lines and probe report, the evaluator's jobs and builds, the validator's requests; shapes only, no behaviour.
 
 Who sends each to whom (events between stages are schemas/events.py's, on the log):
+- the sandbox's launcher (kernelzero/sandbox/launcher.py) gives every process it starts for
+  untrusted code its Confinement (JSON, on the command line), the evaluator's Vantage inside;
 - a confined process (a build, a job's fork, a validator run) prints CONFINED before untrusted code
   runs, or REFUSED and a SandboxRefusal as JSON and runs nothing; the start-up probe
   (kernelzero/sandbox/probe.py) prints a ProbeReport to its launcher (kernelzero/sandbox/launcher.py);
@@ -35,6 +37,27 @@ class ProbeReport(msgspec.Struct):
 
     in_force: list[str]  # confine.MECHANISMS names, in that order
     compiler: str  # the C compiler that ran inside, "" when none did
+
+
+class Vantage(msgspec.Struct, frozen=True):
+    """Where the evaluator itself stands; a candidate process standing elsewhere is contained by that much."""
+
+    namespaces: dict[str, int]
+    uid: int
+    seccomp_filters: int
+
+
+class Confinement(msgspec.Struct, frozen=True, kw_only=True):
+    """The launcher to every process it starts for untrusted code (JSON, its first argument; kernelzero/sandbox/confine.py
+    applies it): what the process applies to itself, and what it must find in force."""
+
+    launcher: str  # "bwrap 0.8.0" when started in bubblewrap, "none" otherwise
+    switch_id: int = -1  # uid and gid the candidate takes in its user namespace; -1 keeps the evaluator's
+    max_processes: int
+    max_open_files: int
+    required: list[str] = []
+    also_writable: list[str] = []  # beside a process's own folders, e.g. the job's /dev/shm in bubblewrap
+    evaluator: Vantage
 
 
 # ---- the evaluator (gpu_workers/) ----

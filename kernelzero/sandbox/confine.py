@@ -19,9 +19,8 @@ import shutil
 import subprocess
 import tempfile
 
-import msgspec
-
 from kernelzero.sandbox import landlock, seccomp
+from kernelzero.schemas.messages import Confinement, Vantage
 
 # what each mechanism name in evidence means; REQUIRED is what `require_sandbox` insists on
 MECHANISMS = {
@@ -51,28 +50,9 @@ ENV_PREFIXES = ("LC_", "PYTHON", "CUDA_", "NVIDIA_", "NVCC_", "TORCH_", "PYTORCH
 ENV_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL")
 
 
-class Vantage(msgspec.Struct, frozen=True):
-    """Where the evaluator itself stands; a candidate process standing elsewhere is contained by that much."""
-
-    namespaces: dict[str, int]
-    uid: int
-    seccomp_filters: int
-
-    @classmethod
-    def here(cls) -> "Vantage":
-        return cls(namespaces=_namespaces(), uid=os.getuid(), seccomp_filters=_seccomp_filters(_status()))
-
-
-class Confinement(msgspec.Struct, frozen=True, kw_only=True):
-    """What a candidate process applies to itself, and what it must find in force."""
-
-    launcher: str  # "bwrap 0.8.0" when started in bubblewrap, "none" otherwise
-    switch_id: int = -1  # uid and gid the candidate takes in its user namespace; -1 keeps the evaluator's
-    max_processes: int
-    max_open_files: int
-    required: list[str] = []
-    also_writable: list[str] = []  # beside a process's own folders, e.g. the job's /dev/shm in bubblewrap
-    evaluator: Vantage
+def vantage() -> Vantage:
+    """Where this process stands: the evaluator's own, read before it starts any candidate process."""
+    return Vantage(namespaces=_namespaces(), uid=os.getuid(), seccomp_filters=_seccomp_filters(_status()))
 
 
 def env_allowed(name: str) -> bool:

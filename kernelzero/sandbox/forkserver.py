@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import msgspec
 
 from kernelzero.sandbox import confine
+from kernelzero.schemas.messages import Confinement
 
 _PR_SET_CHILD_SUBREAPER = 36
 READY = b"ready"
@@ -64,7 +65,7 @@ class Handler(Protocol):
     def forged(self, request: Any) -> bytes: ...
 
 
-def serve(handler: Handler, confinement: confine.Confinement | None) -> None:
+def serve(handler: Handler, confinement: Confinement | None) -> None:
     """The server's loop: framed requests on stdin, framed answers on stdout, until stdin ends."""
     if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
@@ -78,9 +79,9 @@ def serve(handler: Handler, confinement: confine.Confinement | None) -> None:
                                                      confinement))
 
 
-def confinement_arg(argv: list[str]) -> confine.Confinement | None:
+def confinement_arg(argv: list[str]) -> Confinement | None:
     """The server's CONFINEMENT_JSON argument, None where there is none (containment off)."""
-    return msgspec.json.decode(argv[0], type=confine.Confinement) if argv else None
+    return msgspec.json.decode(argv[0], type=Confinement) if argv else None
 
 
 # ---- framing: 4-byte big-endian length, then the bytes ----
@@ -108,7 +109,7 @@ def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
 
 
 # ---- one request in a fork ----
-def run_forked(handler: Handler, request: Any, confinement: confine.Confinement | None = None) -> bytes:
+def run_forked(handler: Handler, request: Any, confinement: Confinement | None = None) -> bytes:
     token = os.urandom(32)  # lives only in this frame: the answer is signed with it
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -132,7 +133,7 @@ def run_forked(handler: Handler, request: Any, confinement: confine.Confinement 
     return handler.died(request, status)
 
 
-def _child(handler: Handler, request: Any, confinement: confine.Confinement | None, token: bytes, write_fd: int):
+def _child(handler: Handler, request: Any, confinement: Confinement | None, token: bytes, write_fd: int):
     code = 0
     try:
         _close_inherited_fds(write_fd)
@@ -151,7 +152,7 @@ def _child(handler: Handler, request: Any, confinement: confine.Confinement | No
         os._exit(code)
 
 
-def _confine(handler: Handler, request: Any, confinement: confine.Confinement) -> bytes | None:
+def _confine(handler: Handler, request: Any, confinement: Confinement) -> bytes | None:
     """Confine this process; the handler's refusal instead of an answer where required containment is missing."""
     writable, home = handler.folders(request)
     mechanisms = confine.enter(confinement, writable, home)

@@ -38,7 +38,7 @@ import msgspec
 from kernelzero.config import EvaluatorConfig
 from kernelzero.sandbox import confine
 from kernelzero.sandbox.workspace import SHARED_MEMORY, Workspace
-from kernelzero.schemas.messages import ProbeReport
+from kernelzero.schemas.messages import Confinement, ProbeReport
 
 TOOLS_DIR = Path(__file__).resolve().parents[2] / ".sandbox-tools"  # bwrap (and lib/) carried with a checkout
 INSIDE_ID = 1000  # the candidate's uid and gid in the sandbox's user namespace
@@ -134,13 +134,13 @@ class Sandbox:
                 + "; ".join(f"{name} ({confine.MECHANISMS[name]})" for name in missing)
                 + f". In force: {self.label}. Set require_sandbox = false to evaluate with what is in force.")
 
-    def confinement(self) -> confine.Confinement:
+    def confinement(self) -> Confinement:
         """What candidate processes apply to themselves (kernelzero/sandbox/confine.py)."""
-        return confine.Confinement(launcher=self.launcher, switch_id=INSIDE_ID if self.maps_candidate else -1,
+        return Confinement(launcher=self.launcher, switch_id=INSIDE_ID if self.maps_candidate else -1,
                                    max_processes=self.config.max_processes,
                                    max_open_files=self.config.max_open_files, required=self.required,
                                    also_writable=[SHARED_MEMORY] if self.mode == "bwrap" else [],
-                                   evaluator=confine.Vantage.here())
+                                   evaluator=confine.vantage())
 
     def confinement_arg(self) -> str:
         return msgspec.json.encode(self.confinement()).decode()

@@ -19,11 +19,11 @@ from pathlib import Path
 import msgspec
 
 from kernelzero.sandbox import confine
-from kernelzero.schemas.messages import ProbeReport
+from kernelzero.schemas.messages import Confinement, ProbeReport
 
 
 def answer(confinement_json: str, folder: str) -> int:
-    confinement = msgspec.json.decode(confinement_json, type=confine.Confinement)
+    confinement = msgspec.json.decode(confinement_json, type=Confinement)
     in_force = confine.enter(confinement, [folder], folder)
     print(msgspec.json.encode(ProbeReport(in_force, confine.usable_compiler())).decode(), flush=True)
     return 0

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelzero.sandbox import confine, landlock, seccomp
+from kernelzero.schemas.messages import Confinement
 
 needs_seccomp = pytest.mark.skipif(not seccomp.supported(), reason=f"no syscall table for {seccomp.machine()}")
 needs_landlock = pytest.mark.skipif(landlock.abi_version() < 1, reason="this kernel has no Landlock")
@@ -88,8 +89,8 @@ def test_landlock_allows_writes_beneath_the_folder_only(tmp_path: Path) -> None:
 
 @needs_seccomp
 def test_in_force_reports_what_holds_not_what_was_asked(tmp_path: Path) -> None:
-    here = confine.Vantage.here()
-    asked = confine.Confinement(launcher="none", max_processes=64, max_open_files=256, evaluator=here)
+    here = confine.vantage()
+    asked = Confinement(launcher="none", max_processes=64, max_open_files=256, evaluator=here)
 
     def check() -> None:
         mechanisms = confine.enter(asked, [str(tmp_path)], str(tmp_path))

@@ -10,9 +10,9 @@ from importlib import resources
 
 import duckdb
 
+from kernelzero.config import AnalyticsConfig
 from kernelzero.kit.codeblocks import answer
 from kernelzero.kit.coder_prompts import render_coder_prompt
-from kernelzero.config import AnalyticsConfig
 from kernelzero.schemas import UNCHARGED_VERDICTS
 
 VIEWS_SQL = resources.files("kernelzero.analytics").joinpath("views.sql").read_text()

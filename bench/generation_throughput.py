@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
+from kernelzero.kit.coder_prompts import render_coder_prompt
 from kernelzero.kit.models import QWEN2_0_5B, TINY_QWEN2, build_random_model
 from kernelzero.producers.backend_transformers import TransformersGenerator
-from kernelzero.kit.coder_prompts import render_coder_prompt
 
 REFERENCE = """import torch
 import torch.nn as nn

@@ -18,9 +18,9 @@ import time
 import msgspec
 
 from kernelzero.consumers.validator import REASONS, REQUIRED, trace_names_for
+from kernelzero.kit.tracing import CallTrace, OpTrace, tensors
 from kernelzero.sandbox import forkserver
 from kernelzero.schemas.messages import ModuleVerdict, SandboxRefusal, ValidationAnswer, ValidationRequest
-from kernelzero.kit.tracing import CallTrace, OpTrace, tensors
 
 
 def _rss_bytes() -> int:
@@ -36,8 +36,8 @@ def _vm_bytes() -> int:
 def _run_checks(request: ValidationRequest) -> dict:
     import torch
 
-    from kernelzero.kit.problems import ProblemError, load_problem
     from kernelzero.kit.api_catalog import BY_NAME
+    from kernelzero.kit.problems import ProblemError, load_problem
 
     torch.set_num_threads(max(1, request.cpu_threads))
     device = request.device
@@ -152,8 +152,8 @@ class ModuleChecks:
     def preload(self) -> None:
         import torch
 
-        import kernelzero.kit.problems  # noqa: F401
         import kernelzero.kit.api_catalog  # noqa: F401
+        import kernelzero.kit.problems  # noqa: F401
 
         # One traced op here imports the tracing machinery once, not in every fork; one thread, so
         # that no OpenMP worker threads exist when the server forks.

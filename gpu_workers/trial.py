@@ -36,9 +36,9 @@ from kernelzero.gpu_workers.blame import (EarlyVerdict, candidate_verdict, inner
 from kernelzero.gpu_workers.memory_ledger import MemoryLedger, nbytes
 from kernelzero.gpu_workers.result import ProblemFailed, evaluation
 from kernelzero.kit.problems import load_problem
+from kernelzero.kit.tracing import tensors
 from kernelzero.schemas import Evaluation
 from kernelzero.schemas.messages import Job
-from kernelzero.kit.tracing import tensors
 
 CANDIDATE_MODULE = "kz_candidate"
 # other input distributions: fp16 overflows and underflows, and the sign flipped (a problem drawing with

@@ -24,8 +24,8 @@ from typing import Any, Sequence
 import anyio
 import msgspec
 
-from kernelzero.kit.codeblocks import last_python_block
 from kernelzero.config import CoderConfig
+from kernelzero.kit.codeblocks import last_python_block
 from kernelzero.kit.coder_prompts import Attempt, prompt_hash, render_coder_prompt
 from kernelzero.producers.generation import Completion, Generator
 from kernelzero.producers.policy import catch_up, load_update

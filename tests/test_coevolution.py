@@ -18,14 +18,14 @@ import pytest
 from kernelzero.analytics.projection import Projection
 from kernelzero.analytics.views import install_views
 from kernelzero.app.cli import main as cli_main
-from kernelzero.kit.codeblocks import answer
 from kernelzero.app.heldout_judge import HeldOutRow
+from kernelzero.app.serve import serve_until_idle
 from kernelzero.config import Config, dump_config
-from kernelzero.log import open_log
+from kernelzero.kit.codeblocks import answer
 from kernelzero.kit.models import TINY_QWEN2, build_random_model
+from kernelzero.log import open_log
 from kernelzero.producers.backend_transformers import TransformersGenerator
 from kernelzero.schemas import GroupScored, ModuleProposed, PolicyUpdated, SampleGenerated, decode
-from kernelzero.app.serve import serve_until_idle
 from tests.coder.openai_server import OpenAITestServer, follow_adapters, scripted_answer
 
 APIS = {"torch.relu": "tl.maximum({}, 0.0)", "torch.sigmoid": "tl.sigmoid({})", "torch.abs": "tl.abs({})"}

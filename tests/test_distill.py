@@ -50,8 +50,8 @@ def test_distill_writes_verified_split_sets_and_resumes(tmp_path, capsys):
 def test_distilling_leaves_the_callers_log_and_proposer_alone(tmp_path):
     # the demo distils first, then runs its loop with the same configuration: on a first run it once
     # ran that loop on the distillation's log, with the synthesizer as its Proposer
-    from kernelzero.config import load_config
     from kernelzero.app.distill import distill_config
+    from kernelzero.config import load_config
 
     config = load_config(env={"KERNELZERO_LOG_URL": f"embedded:{tmp_path}/run.sqlite"})
     config.proposer.backend = "transformers"

@@ -107,10 +107,10 @@ def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device:
 
 
 def _warm_start(config: Config, plan: Plan, role: str, distill_dir: Path, out: Path, device: str) -> dict:
-    from kernelzero.consumers.sft import run_sft
-    from kernelzero.consumers.sft_stop import BandStop
     from kernelzero.app.heldout_judge import HeldOutJudge, read_heldout
     from kernelzero.app.init_model import init_model
+    from kernelzero.consumers.sft import run_sft
+    from kernelzero.consumers.sft_stop import BandStop
 
     corpus = [str(distill_dir / f"{name}_train.jsonl") for name in ("coder", "proposer")]
     init_model(str(out / f"{role}-init"), plan.size, corpus, seed=plan.seed)

@@ -12,8 +12,8 @@ import argparse
 import sys
 from types import ModuleType
 
-from kernelzero.app import config_cli, demo, distill, heldout, init_model, kernelbench, log_cli, serve, sft_cli
 from kernelzero.analytics import cli_failures, cli_frontier, cli_replay, cli_report, cli_sql
+from kernelzero.app import config_cli, demo, distill, heldout, init_model, kernelbench, log_cli, serve, sft_cli
 from kernelzero.config import load_for_command
 from kernelzero.consumers import pipeline
 from kernelzero.gpu_workers import cli as eval_cli

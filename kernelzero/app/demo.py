@@ -19,8 +19,8 @@ import os
 import time
 from pathlib import Path
 
-from kernelzero.config import Config, dump_config
 from kernelzero.app.serve import serve_until_idle
+from kernelzero.config import Config, dump_config
 
 STAGES = ("proposer", "validator", "coder", "evaluator", "trainer", "projector")
 ANSWER_STAGES = ("coder", "evaluator", "trainer", "projector")

@@ -25,8 +25,8 @@ from typing import Any, Sequence
 
 import msgspec
 
-from kernelzero.kit.codeblocks import answer
 from kernelzero.config import Config, dump_config
+from kernelzero.kit.codeblocks import answer
 from kernelzero.schemas import Event, ModuleAccepted, SampleGenerated, api_set_key, make_event, uuid7
 
 TEACHER = "teacher"

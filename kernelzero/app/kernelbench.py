@@ -27,8 +27,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelzero.config import Config, dump_config
 from kernelzero.app.serve import serve_until_idle
+from kernelzero.config import Config, dump_config
 
 CANDIDATE_NAME = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 BENCH_TIMEOUT_S = 300.0  # at least this per sample: compiling the reference (torch.compile) counts against it

@@ -33,8 +33,8 @@ def band_stop(args, config):
     """The held-out stopping rule the command line asks for (None without --heldout)."""
     if not args.heldout:
         return None
-    from kernelzero.consumers.sft_stop import BandStop
     from kernelzero.app.heldout_judge import HeldOutJudge, read_heldout
+    from kernelzero.consumers.sft_stop import BandStop
 
     try:
         low, high = (float(x) for x in args.stop_band.split(","))

@@ -7,9 +7,9 @@ import json
 import anyio
 import pytest
 
-from kernelzero.app import cli
 from kernelzero.analytics.service import run_projector
 from kernelzero.analytics.synthetic import synthetic_run
+from kernelzero.app import cli
 from kernelzero.config import load_config
 from kernelzero.log import open_log
 

@@ -6,13 +6,13 @@ import anyio
 import pytest
 
 from kernelzero.config import CoderConfig
-from kernelzero.log import open_log
+from kernelzero.kit.coder_prompts import prompt_hash, render_coder_prompt
 from kernelzero.kit.models import load_model, weights_sha256
+from kernelzero.log import open_log
 from kernelzero.producers.backend_openai import OpenAIGenerator
 from kernelzero.producers.backend_transformers import TransformersGenerator
 from kernelzero.producers.coder import CoderStage, sample_events
 from kernelzero.producers.policy import PolicyHashMismatch, catch_up
-from kernelzero.kit.coder_prompts import prompt_hash, render_coder_prompt
 from kernelzero.schemas import (
     DeadLetter, ModuleAccepted, PolicyUpdated, SampleEvaluated, SampleGenerated, decode, encode, make_event,
 )

@@ -41,8 +41,8 @@ def test_eval_bad_problem_exits_3_and_missing_file_2(tmp_path: Path) -> None:
 def test_eval_evaluator_error_exits_4(tmp_path: Path, monkeypatch, capsys) -> None:
     import argparse
 
-    from kernelzero.config import Config
     from kernelzero import gpu_workers
+    from kernelzero.config import Config
     from kernelzero.gpu_workers import cli
     from kernelzero.gpu_workers.result import evaluation
     fault = evaluation("evaluator_error", "exception", evidence={"error": "RuntimeError: injected"})

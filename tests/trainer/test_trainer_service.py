@@ -7,8 +7,8 @@ import pytest
 from kernelzero.config import Config, TrainerConfig
 from kernelzero.consumers.policy_update import PolicyLearner
 from kernelzero.consumers.trainer_service import Alternation, run
-from kernelzero.log import open_log
 from kernelzero.kit.models import build_random_model, load_model, weights_sha256
+from kernelzero.log import open_log
 from kernelzero.schemas import (
     GroupScored, ModuleAccepted, ModuleProposed, PolicyUpdated, SampleEvaluated, SampleGenerated, decode, make_event,
 )

@@ -210,8 +210,13 @@ def integrity_violations(before: dict[str, int]) -> list[str]:
     return changed
 
 
-def thread_count() -> int:
-    return threading.active_count()
+def threads() -> set[threading.Thread]:
+    return set(threading.enumerate())
+
+
+def new_threads(baseline: set[threading.Thread]) -> list[str]:
+    """Names of the Python threads alive now that were not in `baseline` (the objects, not idents: those are reused)."""
+    return sorted(t.name for t in threading.enumerate() if t not in baseline)
 
 
 def kernel_times(prof) -> dict[str, float]:

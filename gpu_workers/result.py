@@ -16,7 +16,9 @@ from kernelzero.schemas import Evaluation
 #    draw no longer counted as its work; matrix products one family, fused bias adds and scalings counted.
 # 4: a CUDA out-of-memory within the candidate's allowance (the reference's peak) is the evaluator's, not charged;
 #    cached `runtime_error out_of_memory` results of version 3 may have been such shortfalls.
-EVALUATOR_VERSION = "kz-eval-4"
+# 5: the torch.compile'd reference compiled in the trial's own thread: inductor's compile pool, started late, made
+#    correct candidates `rejected background_thread` (timed runs on a GPU); threads compared as objects, not counted.
+EVALUATOR_VERSION = "kz-eval-5"
 
 
 def evaluation(verdict: str, reason: str, **fields: Any) -> Evaluation:

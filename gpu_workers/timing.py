@@ -156,6 +156,20 @@ def _ratios(cand: list[float], ref: list[float], overhead: float) -> list[float]
     return [max(r - overhead, 1e-6) / max(c - overhead, 1e-6) for c, r in zip(cand, ref)]
 
 
+def compiled_in_process(model: torch.nn.Module) -> Callable:
+    """torch.compile(model), its kernels compiled in this thread when first called.
+
+    Inductor otherwise compiles through a pool of threads and processes that it starts on its own
+    time, possibly after the trial took its baseline of threads (seen on a 16-core H200 host with
+    four evaluations at once: a correct candidate rejected `background_thread`); a pool per
+    evaluation would also count against the sandbox's process limit.
+    """
+    import torch._inductor.config as inductor_config
+
+    inductor_config.compile_threads = 1
+    return torch.compile(model)
+
+
 def physical_floor_ms(gpu_name: str, nbytes: int, flops: float) -> float:
     """The least time the work could take on this GPU: bytes over bandwidth or FLOPs over peak, whichever is larger."""
     bandwidth, peak = peaks_for(gpu_name)

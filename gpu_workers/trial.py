@@ -320,7 +320,7 @@ class TrialRun:
         instruments.install_triton_hooks(self.launches)
         headers.use(self.job.headers, self.job.pch)  # the build's sources and flags exactly, or load_inline rebuilds
         self.snapshot = instruments.integrity_snapshot()
-        self.threads = instruments.thread_count()
+        self.threads = instruments.threads()
         with open(self.candidate_path, "w") as f:
             f.write(self.job.candidate_src)
         if self.job.extensions_dir:
@@ -367,8 +367,8 @@ class TrialRun:
             raise EarlyVerdict("rejected", "runtime:monkey_patch", when=when, error=short(exc)) from None
         if changed:
             raise EarlyVerdict("rejected", "runtime:monkey_patch", when=when, changed=", ".join(changed[:10]))
-        if instruments.thread_count() > self.threads:
-            raise EarlyVerdict("rejected", "background_thread", when=when, threads=instruments.thread_count())
+        if started := instruments.new_threads(self.threads):
+            raise EarlyVerdict("rejected", "background_thread", when=when, threads=", ".join(started)[:300])
 
     def _poison_allocator(self, outputs: list[Any]) -> None:
         """Freed blocks of each output's size full of 0xFF: an output allocated but not written shows the pattern.
@@ -540,9 +540,11 @@ class TrialRun:
         the integrity baseline is taken again afterwards, once everything the candidate changed until
         now has been checked; only our compile runs in between.
         """
+        from kernelzero.gpu_workers import timing
+
         self._check_integrity("before_compile")
         try:
-            compiled = torch.compile(self.ref_model)
+            compiled = timing.compiled_in_process(self.ref_model)
             with torch.no_grad():
                 compiled(*self.buffers)
             self._sync()
@@ -552,7 +554,7 @@ class TrialRun:
             return None
         finally:
             self.snapshot = instruments.integrity_snapshot()
-            self.threads = instruments.thread_count()
+            self.threads = instruments.threads()
 
     def time_it(self) -> None:
         from kernelzero.gpu_workers import timing

@@ -18,6 +18,7 @@ that the problems are KernelBench's own, and its speedups are claims about the G
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -284,6 +285,19 @@ def _inputs(args, config: Config) -> tuple[list[BenchProblem], dict[int, dict[in
     return problems, candidates, ks, out
 
 
+def _progress(role: str, log_url: str):
+    """The bar of the stage that takes long (the Coder's modules, the evaluator's samples); none for the projector."""
+    from kernelzero.app.progress import following
+
+    if role == "coder":
+        from kernelzero.producers.coder import CoderStage
+        return following(log_url, CoderStage.name, "modules.accepted", "coder: modules")
+    if role == "evaluator":
+        from kernelzero.gpu_workers.service import EvaluatorStage
+        return following(log_url, EvaluatorStage.name, EvaluatorStage.topics[0], "evaluator: samples")
+    return contextlib.nullcontext()
+
+
 def main(args, config: Config) -> int:
     from kernelzero.stage import publish_to
 
@@ -308,7 +322,8 @@ def main(args, config: Config) -> int:
     print(f"kernelzero bench: {len(problems)} level-{args.level} problems, {samples} samples, "
           f"evaluated on {config.evaluator.device} in {out}", file=sys.stderr)
     for role in stages:
-        code = serve_until_idle(role, config_path, idle_s=5.0)
+        with _progress(role, config.log.url):
+            code = serve_until_idle(role, config_path, idle_s=5.0)
         if code != 0:
             print(f"kernelzero bench: the {role} stage exited with {code}", file=sys.stderr)
             return code

@@ -1,6 +1,30 @@
-"""The timing rules that need no GPU: when warm-up counts per-call times as settled."""
+"""The timing rules that need no GPU: when warm-up counts per-call times as settled; the compiled reference starts no thread."""
+
+import json
+import os
+import subprocess
+import sys
 
 from kernelzero.gpu_workers.timing import SETTLE_WINDOW, settled
+
+COMPILE_ON_A_BIG_HOST = """
+import json
+import threading
+import torch
+import torch._inductor.config
+torch._inductor.config.compile_threads = 8  # what inductor picks on a 16-core GPU host
+from kernelzero.gpu_workers.timing import compiled_in_process
+
+class Reference(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.relu(a @ b).softmax(-1) + a.sin()
+
+before = set(threading.enumerate())
+compiled = compiled_in_process(Reference())
+with torch.no_grad():
+    compiled(torch.randn(32, 32), torch.randn(32, 32))
+print(json.dumps(sorted(t.name for t in threading.enumerate() if t not in before)))
+"""
 
 
 def test_too_few_calls_are_not_settled():
@@ -27,3 +51,17 @@ def test_noise_around_a_constant_level_is_settled():
     jitter = [0.030, 0.033, 0.028, 0.031, 0.027, 0.032, 0.029, 0.030]
     assert settled(jitter + list(reversed(jitter)))
     assert settled(jitter + jitter[1:] + jitter[:1])
+
+
+def test_the_compiled_reference_starts_no_thread(tmp_path):
+    """Regression (H200, four evaluations at once): inductor's compile pool, started after the trial took its
+    baseline of threads, made a correct Triton matmul (bench/kernelbench_candidates, level 1 problem 1
+    sample 0) `rejected background_thread`."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    env.pop("TORCHINDUCTOR_COMPILE_THREADS", None)
+    run = subprocess.run([sys.executable, "-c", COMPILE_ON_A_BIG_HOST], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    # tqdm starts its monitor with its first bar, inside the compile, before the trial takes its baseline again;
+    # a compile pool starts its threads when it likes
+    assert [name for name in json.loads(run.stdout.splitlines()[-1]) if name != "tqdm_monitor"] == []

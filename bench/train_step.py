@@ -21,9 +21,9 @@ import msgspec
 import torch
 
 from kernelzero.config import TrainerConfig
-from kernelzero.consumers.ca_grpo import TrainingSample
 from kernelzero.consumers.policy_update import Batch, PolicyLearner
 from kernelzero.kit.models import QWEN2_0_5B, TINY_QWEN2
+from kernelzero.schemas.messages import TrainingSample
 
 # (name, lora_rank, micro_batch_size, gradient_checkpointing)
 VARIANTS = [

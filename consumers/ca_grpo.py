@@ -41,6 +41,7 @@ import msgspec
 
 from kernelzero.config import TrainerConfig
 from kernelzero.schemas import UNCHARGED_VERDICTS, ScoredSample
+from kernelzero.schemas.messages import TrainingSample
 
 
 class SampleOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,20 +51,6 @@ class SampleOutcome(msgspec.Struct, frozen=True, kw_only=True):
     verdict: str
     speedup: float | None = None
     policy_version: int = 0
-
-
-class TrainingSample(msgspec.Struct, frozen=True, kw_only=True):
-    """One scored completion ready for the policy update (the Coder's and the Proposer's alike)."""
-
-    sample_id: str
-    prompt_token_ids: list[int]
-    token_ids: list[int]
-    logprobs: list[float]  # per generated token, under the behaviour policy
-    advantage: float
-    reward: float = 0.0
-    weight: float = 1.0
-    policy_version: int = 0  # the behaviour policy; staleness is judged again at update time
-    temperature: float = 1.0
 
 
 class GateWindow(msgspec.Struct, frozen=True):

@@ -15,15 +15,15 @@ import logging
 import threading
 from typing import Any, Sequence
 
+import msgspec
 import torch
 import torch.distributed as dist
 
 from kernelzero.config import LaunchRanks, launch_ranks
+from kernelzero.schemas.messages import RankOrder, RankStep, RankStop, RankWait, TrainingSample
 
 logger = logging.getLogger("kernelzero.trainer")
 
-_STOP = "stop"
-_WAIT = "wait"
 _TURN = threading.Lock()  # rank 0's broadcasts (steps, pings, stop) never interleave: every rank sees one order
 
 
@@ -86,10 +86,11 @@ def sum_metrics(totals: dict[str, float], device: torch.device) -> dict[str, flo
     return dict(zip(names, values.tolist()))
 
 
-def _broadcast(message: Any) -> Any:
-    box = [message]
+def _broadcast(order: RankOrder | None) -> RankOrder:
+    """Rank 0 sends `order`, the others (passing None) receive it: msgpack bytes, decoded as a RankOrder."""
+    box = [None if order is None else msgspec.msgpack.encode(order)]
     dist.broadcast_object_list(box, src=0)
-    return box[0]
+    return order if order is not None else msgspec.msgpack.decode(box[0], type=RankOrder)
 
 
 class Leader:
@@ -98,9 +99,9 @@ class Leader:
     def __init__(self, learner: Any, role: str) -> None:
         self.learner, self.role = learner, role
 
-    def step(self, samples: Sequence[Any]) -> dict[str, float]:
+    def step(self, samples: Sequence[TrainingSample]) -> dict[str, float]:
         with _TURN:
-            _broadcast((self.role, list(samples)))
+            _broadcast(RankStep(self.role, list(samples)))
             return self.learner.step(samples)
 
     def __getattr__(self, name: str) -> Any:
@@ -117,14 +118,14 @@ def lead(learners: dict[str, Any]) -> dict[str, Any]:
 def stop_followers() -> None:
     if position()[1] > 1:
         with _TURN:
-            _broadcast(_STOP)
+            _broadcast(RankStop())
 
 
 def ping_followers() -> None:
     """Rank 0 between steps: the others, blocked in a broadcast, would fail after the collective timeout."""
     if position()[1] > 1 and _TURN.acquire(blocking=False):  # a step in progress already keeps them busy
         try:
-            _broadcast(_WAIT)
+            _broadcast(RankWait())
         finally:
             _TURN.release()
 
@@ -132,14 +133,13 @@ def ping_followers() -> None:
 def follow(learners: dict[str, Any]) -> int:
     """Ranks above 0: step on every batch rank 0 sends until it says stop; returns the steps taken."""
     steps = 0
-    while (message := _broadcast(None)) != _STOP:
-        if message == _WAIT:
+    while not isinstance(order := _broadcast(None), RankStop):
+        if isinstance(order, RankWait):
             continue
-        role, samples = message
         try:
-            learners[role].step(samples)
+            learners[order.role].step(order.samples)
         except ValueError as exc:  # a batch check, failed on rank 0 too before any collective: it carries on
-            logger.warning("rank %d: %s step refused: %s", position()[0], role, exc)
+            logger.warning("rank %d: %s step refused: %s", position()[0], order.role, exc)
             continue
         steps += 1
     return steps

@@ -36,9 +36,10 @@ from trl.trainer.utils import selective_log_softmax
 
 from kernelzero.config import TrainerConfig
 from kernelzero.consumers import data_parallel
-from kernelzero.consumers.ca_grpo import TrainingSample, is_stale
+from kernelzero.consumers.ca_grpo import is_stale
 from kernelzero.kit.models import is_adapter_dir, load_model, weights_sha256
 from kernelzero.schemas import Event, PolicyUpdated, make_event
+from kernelzero.schemas.messages import TrainingSample
 
 
 class Batch:

@@ -26,9 +26,10 @@ from typing import Sequence
 import msgspec
 
 from kernelzero.config import AnalyticsConfig, TrainerConfig
-from kernelzero.consumers.ca_grpo import TrainingSample, group_advantages
+from kernelzero.consumers.ca_grpo import group_advantages
 from kernelzero.consumers.groups import trainable as is_trainable
 from kernelzero.schemas import Event, GroupScored, ModuleAccepted, ModuleProposed, ModuleRejected
+from kernelzero.schemas.messages import TrainingSample
 
 
 def frontier_score(pass_rate: float, config: AnalyticsConfig) -> float:

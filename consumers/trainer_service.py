@@ -29,10 +29,10 @@ import msgspec
 
 from kernelzero.config import Config
 from kernelzero.consumers import data_parallel
-from kernelzero.consumers.ca_grpo import TrainingSample
 from kernelzero.consumers.groups import GroupAssembler, ScoredGroup
 from kernelzero.consumers.proposer_trainer import ProposerRewards
 from kernelzero.schemas import Event
+from kernelzero.schemas.messages import TrainingSample
 
 logger = logging.getLogger("kernelzero.trainer")
 

@@ -1,4 +1,4 @@
-"""Every message between the project's processes, typed: the sandbox's lines and probe report, the evaluator's jobs and builds, the validator's requests; shapes only, no behaviour.
+"""Every message between the project's processes, typed: the sandbox's lines and probe report, the evaluator's jobs and builds, the validator's requests, the trainer's orders to its ranks; shapes only, no behaviour.
 
 Who sends each to whom (events between stages are schemas/events.py's, on the log):
 - the sandbox's launcher (kernelzero/sandbox/launcher.py) gives every process it starts for
@@ -10,7 +10,9 @@ Who sends each to whom (events between stages are schemas/events.py's, on the lo
   which answers a JobAnswer; a build process (gpu_workers/build.py) prints BUILD_LINE and its
   BuildOutcome as JSON; the pool keeps how a candidate's extensions were Built beside them;
 - the validator (consumers/validator.py) sends a ValidationRequest to its fork server
-  (consumers/validator_child.py, msgpack), which answers a ValidationAnswer holding a ModuleVerdict.
+  (consumers/validator_child.py, msgpack), which answers a ValidationAnswer holding a ModuleVerdict;
+- the trainer's rank 0 (consumers/data_parallel.py) sends every other rank a RankOrder (msgpack, through
+  torch.distributed): step on these TrainingSamples, wait, or stop.
 """
 
 from __future__ import annotations
@@ -145,3 +147,37 @@ class ValidationAnswer(msgspec.Struct, omit_defaults=True):
 
     verdict: ModuleVerdict | None = None
     refusal: SandboxRefusal | None = None
+
+
+# ---- the trainer's ranks (consumers/data_parallel.py) ----
+
+class TrainingSample(msgspec.Struct, frozen=True, kw_only=True):
+    """One scored completion ready for the policy update (the Coder's and the Proposer's alike)."""
+
+    sample_id: str
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    logprobs: list[float]  # per generated token, under the behaviour policy
+    advantage: float
+    reward: float = 0.0
+    weight: float = 1.0
+    policy_version: int = 0  # the behaviour policy; staleness is judged again at update time
+    temperature: float = 1.0
+
+
+class RankStep(msgspec.Struct, tag="step"):
+    """Rank 0 to the others: step the `role`'s learner on these samples (each rank trains on its share)."""
+
+    role: str
+    samples: list[TrainingSample]
+
+
+class RankWait(msgspec.Struct, tag="wait"):
+    """Rank 0 to the others while it waits for data: nothing to do, keep waiting (the collective does not time out)."""
+
+
+class RankStop(msgspec.Struct, tag="stop"):
+    """Rank 0 to the others: the service is stopping."""
+
+
+RankOrder = RankStep | RankWait | RankStop

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from kernelzero.config import TrainerConfig
-from kernelzero.consumers.ca_grpo import TrainingSample
 from kernelzero.consumers.policy_update import Batch, token_logprobs
 from kernelzero.producers.generation import Completion, Generator
+from kernelzero.schemas.messages import TrainingSample
 
 PROMPTS = ["import torch\nclass Model(nn.Module):", "def forward(self, x):\n    return torch.relu(x)"]
 

@@ -15,10 +15,10 @@ import torch
 import torch.multiprocessing as mp
 
 from kernelzero.config import TrainerConfig
-from kernelzero.consumers.ca_grpo import TrainingSample
 from kernelzero.consumers.policy_update import PolicyLearner
 from kernelzero.kit.models import TINY_QWEN2, build_random_model, load_model
 from kernelzero.schemas import PolicyUpdated
+from kernelzero.schemas.messages import TrainingSample
 
 CONFIG = TrainerConfig(lora_rank=4, kl_beta=0.05, micro_batch_size=2, learning_rate=1e-2, device="cpu")
 

@@ -7,10 +7,11 @@ import pytest
 import torch
 
 from kernelzero.config import TrainerConfig
-from kernelzero.consumers.ca_grpo import TrainingSample, group_advantages
+from kernelzero.consumers.ca_grpo import group_advantages
 from kernelzero.consumers.policy_update import Batch, PolicyLearner, latest_checkpoint, policy_loss_terms
 from kernelzero.kit.models import TINY_QWEN2, build_random_model, load_model, weights_sha256
 from kernelzero.schemas import PolicyUpdated, decode, encode
+from kernelzero.schemas.messages import TrainingSample
 
 TARGET_IDS = 64  # the verifiable reward: share of completion tokens whose id is below this (1/8 of the vocabulary)
 

@@ -60,7 +60,7 @@ def test_bad_lines_are_named(tmp_path):
 @pytest.mark.parametrize("lora_rank", [8, 0])
 def test_the_sft_result_starts_rl_as_it_is(model_dir, tmp_path, lora_rank):
     from kernelzero.config import TrainerConfig
-    from kernelzero.consumers.ca_grpo import TrainingSample
+    from kernelzero.schemas.messages import TrainingSample
     from kernelzero.consumers.policy_update import PolicyLearner
     from kernelzero.producers.backend_transformers import TransformersGenerator
 

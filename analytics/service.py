@@ -51,7 +51,8 @@ class SnapshotProjector(Projector):
         new_evaluations = self.applied.evaluations - self.evaluations_seen
         if not (self.pending or new_evaluations >= self.settings.snapshot_every):
             return []
-        snapshot = frontier_snapshot(self.projection.con, self.settings)
+        # off the event loop, as the projection's batches are: a Kafka consumer's heartbeats run on it
+        snapshot = await anyio.to_thread.run_sync(frontier_snapshot, self.projection.con, self.settings)
         self.pending, self.evaluations_seen = False, self.applied.evaluations
         self.stats.snapshots += 1
         logger.info("publishing a frontier snapshot with %d entries", len(snapshot.entries))

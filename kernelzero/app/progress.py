@@ -1,8 +1,9 @@
 """A progress bar that follows a consumer group through one topic, from its own thread and log connection.
 
-It shows how many of the topic's records the group has committed (so it moves a round at a time),
-on stderr so that stdout stays the command's answer. It does NOT know what the stage made of them,
-and records published after it started only lengthen the bar.
+It shows the share of the topic's offsets the group has committed (so it moves a round at a time),
+on stderr so that stdout stays the command's answer: a share, not a count, since on Kafka every
+transaction's commit marker takes an offset too. It does NOT know what the stage made of the
+records, and records published after it started only lengthen the bar.
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ async def _follow(log_url: str, group: str, topic: str, progress, task, stop: th
 
 @contextmanager
 def following(log_url: str, group: str, topic: str, label: str) -> Iterator[None]:
-    """Show `label` with group's committed records of topic, out of the topic's records, while the block runs."""
+    """Show `label` with the share of topic that group has committed, while the block runs."""
     import anyio
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     stop = threading.Event()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True)) as progress:
         task = progress.add_task(label, total=None)
         watcher = threading.Thread(target=anyio.run, args=(_follow, log_url, group, topic, progress, task, stop),

@@ -98,6 +98,11 @@ class Consumer(abc.ABC):
         """Read the member's partitions again from their first record (replay); commits nothing."""
 
     @abc.abstractmethod
+    async def position(self, tp: TopicPartition) -> int:
+        """The offset the next poll reads from on `tp`, one of this member's partitions. Kafka's transaction
+        markers take offsets but are no records: the position moves past them, a record's offset + 1 does not."""
+
+    @abc.abstractmethod
     def assignment(self) -> set[TopicPartition]:
         """The partitions this member owns now (may change at any poll)."""
 

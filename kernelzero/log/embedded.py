@@ -269,6 +269,9 @@ class EmbeddedConsumer(Consumer):
             await self._conn.run(lambda db: _transaction(db, self._heartbeat))
         self._positions = {tp: 0 for tp in self._positions}
 
+    async def position(self, tp: TopicPartition) -> int:
+        return self._positions[tp]
+
     def assignment(self) -> set[TopicPartition]:
         return set(self._positions)
 

@@ -406,6 +406,10 @@ class KafkaConsumer(Consumer):
             with self._errors("seeking to the beginning"):
                 await self._consumer.seek_to_beginning(*owned)
 
+    async def position(self, tp: TopicPartition) -> int:
+        with self._errors("reading its position"):
+            return await self._consumer.position(KafkaTP(*tp))
+
     def assignment(self) -> set[TopicPartition]:
         return {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
 

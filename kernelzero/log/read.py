@@ -27,5 +27,7 @@ async def read_to_end(log: EventLog, topic: str, *, reader: str = "reader", dead
             # empty polls are normal while a Kafka group forms: only the deadline ends the wait
             for record in await consumer.poll(max_records=batch, timeout_s=0.5):
                 if record.offset < ends.get(record.partition, 0):
-                    done[record.partition] = max(done[record.partition], record.offset + 1)
                     yield record
+            # positions, not the records' offsets: a partition that ends in a Kafka transaction marker ends there
+            for _, p in consumer.assignment() & {(topic, p) for p in ends}:
+                done[p] = max(done[p], await consumer.position((topic, p)))

@@ -16,7 +16,7 @@ import uuid
 import anyio
 import pytest
 
-from kernelzero.log import Message, TopicSpec, next_offsets, open_log
+from kernelzero.log import Message, TopicSpec, next_offsets, open_log, read_to_end
 from kernelzero.schemas import ModuleRejected, decode, encode, make_event
 from kernelzero.stage import run_stage
 
@@ -194,3 +194,23 @@ class EventLogContract:
             async with await log.consumer(unique("reader"), [out], session_timeout_s=self.session_timeout_s) as r:
                 copied = await drain(r, 6, deadline_s=3)
             assert [c.value for c in copied] == [r.value for r in records]
+
+    async def test_the_position_passes_what_is_not_a_record_and_a_read_to_the_end_stops_there(self, log_url):
+        """A stage's outputs are written in a transaction: on Kafka its commit marker ends the partition."""
+        log, source = await self.open_with_topic(log_url, partitions=1)
+        out = unique("out")
+        await log.ensure_topics([TopicSpec(out, partitions=1)])
+        async with log:
+            async with await log.producer() as producer:
+                await producer.send([Message(source, b"m", rejected(i, "m")) for i in range(3)])
+            async with await log.consumer(unique("g"), [source], session_timeout_s=self.session_timeout_s) as c:
+                records = await drain(c, 3)
+                await c.commit_with([Message(out, b"m", r.value) for r in records], next_offsets(records))
+            ends = await log.end_offsets(out)
+            async with await log.consumer(unique("reader"), [out], session_timeout_s=self.session_timeout_s) as r:
+                assert len(await drain(r, 3)) == 3
+                await r.poll(500, 0.5)  # nothing more to return: the marker, where there is one, is passed
+                assert await r.position((out, 0)) == ends[0]
+            # a reader that counted records' offsets would wait out its deadline (and the test's time limit)
+            read = [record.value async for record in read_to_end(log, out, deadline_s=3600)]
+            assert read == [r.value for r in records]

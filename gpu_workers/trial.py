@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import torch
 
-from kernelzero.gpu_workers import compare, device_turns, headers, instruments, memory
+from kernelzero.gpu_workers import compare, device_turns, headers, instruments, memory, timing
 from kernelzero.gpu_workers.blame import (EarlyVerdict, candidate_verdict, innermost_file, is_device_fault, is_oom,
                                          problem_call, short)
 from kernelzero.gpu_workers.memory_ledger import MemoryLedger, nbytes
@@ -540,8 +540,6 @@ class TrialRun:
         the integrity baseline is taken again afterwards, once everything the candidate changed until
         now has been checked; only our compile runs in between.
         """
-        from kernelzero.gpu_workers import timing
-
         self._check_integrity("before_compile")
         try:
             compiled = timing.compiled_in_process(self.ref_model)
@@ -557,7 +555,6 @@ class TrialRun:
             self.threads = instruments.threads()
 
     def time_it(self) -> None:
-        from kernelzero.gpu_workers import timing
         self.stage = "timing"
         sets = [self.buffers, *self.timing_sets]  # drawn before the candidate was imported
         compiled = self._compiled_reference() if self.cfg.time_compiled_reference else None

@@ -114,13 +114,17 @@ def plot_frontier(con: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 
 def plot_heldout(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    rows = con.execute("SELECT policy_version, pass_at_1, pass_at_1_ci95, pass_at_n FROM heldout_curve").fetchall()
-    fig, ax = _figure("Held-out pass rate by Coder policy version")
+    """Held-out pass@1 by policy version, sampled and greedy, with the protocol's 95% intervals over modules."""
+    rows = con.execute("SELECT decoding, policy_version, pass_at_1, pass_at_1_low, pass_at_1_high FROM heldout_curve "
+                       "ORDER BY decoding, policy_version").fetchall()
+    fig, ax = _figure("Held-out pass@1 by Coder policy version")
+    for decoding, marker in (("sampled", "o"), ("greedy", "s")):
+        mine = [r for r in rows if r[0] == decoding]
+        if mine:
+            ax.errorbar([r[1] for r in mine], [r[2] for r in mine],
+                        yerr=[[r[2] - r[3] for r in mine], [r[4] - r[2] for r in mine]], marker=marker, capsize=3,
+                        label=f"pass@1, {decoding} (Wilson 95% over modules)")
     if rows:
-        versions = [r[0] for r in rows]
-        ax.errorbar(versions, [r[1] for r in rows], yerr=[r[2] for r in rows], marker="o", capsize=3,
-                    label="pass@1 (95% interval over modules)")
-        ax.plot(versions, [r[3] for r in rows], marker="s", linestyle="--", label="pass@n (any of n samples)")
         ax.legend()
     else:
         ax.text(0.5, 0.5, "no held-out samples in this log", ha="center", va="center", transform=ax.transAxes)
@@ -174,7 +178,7 @@ def write_report(con: duckdb.DuckDBPyConnection, out: str | Path) -> list[Path]:
     frontier = _html_table(con.execute(
         "SELECT kind, apis, attempts, passes, pass_mean, in_band, weight FROM frontier LIMIT 25"))
     failures = _html_table(con.execute("SELECT * FROM failure_summary LIMIT 25"))
-    curve = _html_table(con.execute("SELECT * FROM training_curve"))
+    curve = _html_table(con.execute("SELECT * FROM learning_curve"))
     heldout = _html_table(con.execute("SELECT * FROM heldout_curve"))
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>KernelZero run report</title>
@@ -186,7 +190,7 @@ td,th{{border:1px solid #ccc;padding:2px 6px;font-size:small}} img{{max-width:10
 errors). Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.</p>
 {sections}
 <h2>Held-out modules (evaluation only)</h2>{heldout}
-<h2>Training curve</h2>{curve}
+<h2>Learning curve: training pass rate, held-out pass@1 and KL to the start, by Coder policy version</h2>{curve}
 <h2>Frontier (highest weight first)</h2>{frontier}
 <h2>Failures</h2>{failures}
 </body></html>

@@ -13,6 +13,7 @@ import duckdb
 from kernelzero.config import AnalyticsConfig
 from kernelzero.kit.codeblocks import answer
 from kernelzero.kit.coder_prompts import render_coder_prompt
+from kernelzero.kit.heldout_protocol import wilson
 from kernelzero.schemas import UNCHARGED_VERDICTS
 
 VIEWS_SQL = resources.files("kernelzero.analytics").joinpath("views.sql").read_text()
@@ -37,12 +38,18 @@ def install_views(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig) -> No
 
 
 def _install_functions(con: duckdb.DuckDBPyConnection) -> None:
-    """`coder_prompt(source, backend, style)` and `python_answer(source)`: datasets carry what the Coder saw and must say."""
+    """`coder_prompt(source, backend, style)` and `python_answer(source)`: datasets carry what the Coder saw and
+    must say; `wilson_low/high(rate, n)`: the held-out protocol's interval, the same function its other users call."""
+    varchar, double, bigint = (duckdb.sqltype(name) for name in ("VARCHAR", "DOUBLE", "BIGINT"))
+    functions = {
+        "coder_prompt": (lambda source, backend, style: render_coder_prompt(source, backend, style=style),
+                         [varchar, varchar, varchar], varchar),
+        "python_answer": (answer, [varchar], varchar),
+        "wilson_low": (lambda rate, n: wilson(rate, n)[0], [double, bigint], double),
+        "wilson_high": (lambda rate, n: wilson(rate, n)[1], [double, bigint], double),
+    }
     installed = {row[0] for row in con.execute(
-        "SELECT function_name FROM duckdb_functions() WHERE function_name IN ('coder_prompt', 'python_answer')").fetchall()}
-    varchar = duckdb.sqltype("VARCHAR")
-    if "coder_prompt" not in installed:
-        con.create_function("coder_prompt", lambda source, backend, style: render_coder_prompt(source, backend, style=style),
-                            [varchar, varchar, varchar], varchar)
-    if "python_answer" not in installed:
-        con.create_function("python_answer", answer, [varchar], varchar)
+        "SELECT function_name FROM duckdb_functions() WHERE function_name IN ?", [list(functions)]).fetchall()}
+    for name, (function, arguments, returns) in functions.items():
+        if name not in installed:
+            con.create_function(name, function, arguments, returns)

@@ -132,11 +132,16 @@ WITH evals AS (
     FROM group_samples GROUP BY 1
 ), unscored AS (
     SELECT coalesce(policy_version, 0) AS policy_version, count(*) AS uncharged FROM uncharged GROUP BY 1
+), drift AS (
+    -- the trainer's step that made a version measured it: KL to the policy RL started from, on that step's tokens
+    SELECT version AS policy_version, max((metrics->>'kl_to_start')::DOUBLE) AS kl_to_start
+    FROM policies WHERE role = 'coder' GROUP BY 1
 )
 SELECT policy_version, coalesce(samples, 0) AS samples, pass_rate, compile_error_rate, rejected_rate,
        median_speedup, geomean_speedup, coalesce(groups, 0) AS groups, mean_reward,
-       coalesce(uncharged, 0) AS uncharged
+       coalesce(uncharged, 0) AS uncharged, kl_to_start
 FROM evals FULL OUTER JOIN rewards USING (policy_version) FULL OUTER JOIN unscored USING (policy_version)
+LEFT JOIN drift USING (policy_version)
 ORDER BY policy_version;
 
 -- Every module with its status (accepted wins over rejected, which wins over proposed) and Coder results
@@ -196,25 +201,39 @@ SELECT coalesce(proposer_version, 0) AS proposer_version, coalesce(generator, ''
        avg((pass_rate BETWEEN band_low AND band_high)::INT) AS in_band_rate
 FROM ranked WHERE split = 'train' GROUP BY ALL ORDER BY proposer_version, generator;
 
--- The Coder on held-out modules (split 'heldout': evaluation only), per policy version: unbiased
--- pass@1 (the mean over modules of c/n), pass@n (a module solved by any of its n samples), a 95%
--- normal interval of pass@1 over modules, fast_1 (share of samples correct and faster than eager) and
--- the geometric mean speedup of correct samples.
+-- The Coder on held-out modules (split 'heldout': evaluation only), per policy version and decoding
+-- (sampled at the Coder's temperature, or greedy), by the held-out protocol (kernelzero/kit/heldout_protocol.py):
+-- unbiased pass@1 (the mean over modules of c/n) with Wilson's 95% interval over modules, pass@n (a module
+-- solved by any of its n samples), fast_1 (share of samples correct and faster than eager) and the geometric
+-- mean speedup of correct samples.
 CREATE OR REPLACE TEMP VIEW heldout_curve AS
 WITH per_module AS (
-    SELECT coalesce(policy_version, 0) AS policy_version, module_id, count(*) AS n,
-           count(*) FILTER (WHERE passed) AS c, count(*) FILTER (WHERE passed AND speedup > 1) AS fast,
-           sum(ln(speedup)) FILTER (WHERE passed AND speedup > 0) AS log_speedup,
-           count(*) FILTER (WHERE passed AND speedup > 0) AS timed
-    FROM attempts WHERE split = 'heldout' AND verdict NOT IN ('evaluator_error', 'problem_error') GROUP BY ALL
+    SELECT coalesce(a.policy_version, 0) AS policy_version,
+           CASE WHEN s.temperature = 0 THEN 'greedy' ELSE 'sampled' END AS decoding, a.module_id, count(*) AS n,
+           count(*) FILTER (WHERE a.passed) AS c, count(*) FILTER (WHERE a.passed AND a.speedup > 1) AS fast,
+           sum(ln(a.speedup)) FILTER (WHERE a.passed AND a.speedup > 0) AS log_speedup,
+           count(*) FILTER (WHERE a.passed AND a.speedup > 0) AS timed
+    FROM attempts a LEFT JOIN samples s USING (sample_id) WHERE a.split = 'heldout' GROUP BY ALL
 )
-SELECT policy_version, count(*) AS modules, sum(n)::BIGINT AS samples, min(n) AS samples_per_module,
-       avg(c / n) AS pass_at_1,
-       1.96 * coalesce(stddev_samp(c / n), 0) / sqrt(count(*)) AS pass_at_1_ci95,
+SELECT policy_version, decoding, count(*) AS modules, sum(n)::BIGINT AS samples, min(n) AS samples_per_module,
+       avg(c / n) AS pass_at_1, wilson_low(avg(c / n), count(*)) AS pass_at_1_low,
+       wilson_high(avg(c / n), count(*)) AS pass_at_1_high,
        avg((c > 0)::INT) AS pass_at_n,
        sum(fast) / sum(n) AS fast_1,
        exp(sum(log_speedup) / nullif(sum(timed), 0)) AS geomean_speedup
-FROM per_module GROUP BY policy_version ORDER BY policy_version;
+FROM per_module GROUP BY ALL ORDER BY policy_version, decoding;
+
+-- What each Coder policy version did, in one row: its training pass rate (with Wilson's interval over its
+-- training samples), held-out pass@1 sampled and greedy (intervals over modules), and its KL to the start.
+CREATE OR REPLACE TEMP VIEW learning_curve AS
+SELECT t.policy_version, t.samples AS train_samples, t.pass_rate AS train_pass_rate,
+       wilson_low(t.pass_rate, t.samples) AS train_low, wilson_high(t.pass_rate, t.samples) AS train_high,
+       h.modules AS heldout_modules, h.pass_at_1 AS heldout_pass_at_1, h.pass_at_1_low AS heldout_low,
+       h.pass_at_1_high AS heldout_high, g.pass_at_1 AS heldout_greedy, t.kl_to_start
+FROM training_curve t
+FULL OUTER JOIN (SELECT * FROM heldout_curve WHERE decoding = 'sampled') h USING (policy_version)
+LEFT JOIN (SELECT * FROM heldout_curve WHERE decoding = 'greedy') g USING (policy_version)
+ORDER BY policy_version;
 
 CREATE OR REPLACE TEMP VIEW frontier AS
 SELECT * FROM frontier_at($band_low, $band_high, $target, $prior_alpha, $prior_beta, $explore, $versions, $first_turns);

@@ -14,10 +14,15 @@ the sample was drawn):
 - stale sample (older than staleness_k versions, stale = "importance_weight"; with "drop" it
   is left out): -min(exp(l_t - b_t), is_cap) A_i, the weight detached (truncated importance
   sampling; one gradient step per batch, so the proximal policy is the current one);
-- plus kl_beta * k3, k3 = exp(r_t - l_t) - (r_t - l_t) - 1 against the reference model (the base
-  model with the LoRA adapter disabled, or a frozen copy for full fine-tuning);
+- plus kl_beta * k3, k3 = exp(r_t - l_t) - (r_t - l_t) - 1 against the reference model, the policy RL
+  started from (the base model with the LoRA adapter disabled, or a frozen copy of the start for full
+  fine-tuning, loaded from the start even when resuming from a checkpoint);
 - times w_i, summed over every token of the step and divided by their count (token-level mean).
-One `step` is one optimizer step (gradients accumulate over micro-batches) and one version.
+One `step` is one optimizer step (gradients accumulate over micro-batches) and one version. The trust
+region (kl_max > 0): after the optimizer's step the mean k3 over the step's tokens must not exceed
+max(kl_max, its value before the step); a step that would is halved toward the old weights until it
+does, and undone after MAX_HALVINGS halvings, so no batch, however large its advantages, moves the
+policy out of the region (metrics `kl_to_start`, `trust_region_halvings`).
 Under a distributed launch each rank trains on its slice of the batch (consumers/data_parallel.py).
 It does not guarantee bitwise-reproducible steps across devices.
 """
@@ -40,6 +45,9 @@ from kernelzero.consumers.ca_grpo import is_stale
 from kernelzero.kit.models import is_adapter_dir, load_model, weights_sha256
 from kernelzero.schemas import Event, PolicyUpdated, make_event
 from kernelzero.schemas.messages import TrainingSample
+
+
+MAX_HALVINGS = 6  # a step still outside the trust region at 1/64 of its size is undone
 
 
 class Batch:
@@ -118,7 +126,8 @@ class PolicyLearner:
     """One role's trainable policy: optimizer state, version counter, checkpoints."""
 
     def __init__(self, model: torch.nn.Module, config: TrainerConfig, *, role: str = "coder", version: int = 0,
-                 tokenizer=None) -> None:
+                 tokenizer=None, start: torch.nn.Module | None = None) -> None:
+        """`start`: the policy RL began from, the KL reference of full fine-tuning (default: `model` as it is now)."""
         from peft import PeftModel
 
         self.config = config
@@ -134,12 +143,14 @@ class PolicyLearner:
             if isinstance(model, PeftModel):
                 model.enable_input_require_grads()
         self.is_lora = isinstance(model, PeftModel)
+        self.tracks_kl = config.kl_beta > 0 or config.kl_max > 0
         self.reference = None
-        if config.kl_beta > 0 and not self.is_lora:
-            self.reference = copy.deepcopy(model).eval().requires_grad_(False)
+        if self.tracks_kl and not self.is_lora:
+            self.reference = (start if start is not None else copy.deepcopy(model)).eval().requires_grad_(False)
         params = [p for p in model.parameters() if p.requires_grad]
         data_parallel.broadcast_parameters(params)
-        self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=0.0)
+        rate = config.lora_learning_rate if self.is_lora else config.learning_rate
+        self.optimizer = torch.optim.AdamW(params, lr=rate, weight_decay=0.0)
 
     @classmethod
     def from_directory(cls, model_dir: str, config: TrainerConfig, *, role: str, device: str = "auto",
@@ -156,7 +167,10 @@ class PolicyLearner:
         dtype = config.dtype if config.lora_rank > 0 or is_adapter_dir(latest or model_dir) else "float32"
         source = latest or Path(model_dir).resolve()
         model, tokenizer = load_model(str(source), device=device, dtype=dtype, trainable=True)
-        return cls(model, config, role=role, version=version, tokenizer=tokenizer)
+        start = None
+        if latest and (config.kl_beta > 0 or config.kl_max > 0) and config.lora_rank <= 0 and not is_adapter_dir(latest):
+            start, _ = load_model(str(Path(model_dir).resolve()), device=device, dtype=dtype)
+        return cls(model, config, role=role, version=version, tokenizer=tokenizer, start=start)
 
     def forward_logprobs(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         on_cuda = self.device.type == "cuda"
@@ -165,7 +179,7 @@ class PolicyLearner:
             return token_logprobs(model, batch)
 
     def _reference_logprobs(self, batch: Batch) -> torch.Tensor | None:
-        if self.config.kl_beta <= 0:
+        if not self.tracks_kl:
             return None
         with torch.no_grad():
             if self.is_lora:
@@ -193,13 +207,15 @@ class PolicyLearner:
         self.model.train()
         tokens = float(sum(len(s.token_ids) for s in samples))  # of the whole batch, on every rank
         # every name up front: a rank whose slice is empty still sums the same metrics as the others
-        totals = dict.fromkeys(["loss", "clip_fraction", "ratio_mean"] + (["kl"] if self.config.kl_beta > 0 else []), 0.0)
+        totals = dict.fromkeys(["loss", "clip_fraction", "ratio_mean"] + (["kl"] if self.tracks_kl else []), 0.0)
         self.optimizer.zero_grad(set_to_none=True)
         size = max(1, self.config.micro_batch_size)
         mine = data_parallel.shard(samples)
+        batches = []
         for start in range(0, len(mine), size):
             batch = Batch(mine[start:start + size], self.device, self.version, self.config)
             ref_logp = self._reference_logprobs(batch)
+            batches.append((batch, ref_logp))
             logp = self.forward_logprobs(self.model, batch)
             per_token, sums = policy_loss_terms(logp, batch, self.config, ref_logp)
             loss = per_token.sum() / tokens
@@ -211,13 +227,43 @@ class PolicyLearner:
         data_parallel.sum_gradients(params)
         totals = data_parallel.sum_metrics(totals, self.device)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
+        before = [p.detach().clone() for p in params] if self.config.kl_max > 0 else []
         self.optimizer.step()
+        if self.tracks_kl:
+            totals["kl_to_start"], totals["trust_region_halvings"] = self._within_trust_region(
+                params, before, batches, tokens, limit=max(self.config.kl_max, totals["kl"]))
         self.version += 1
         return {
             **totals, "grad_norm": float(grad_norm), "samples": float(len(samples)), "tokens": tokens,
             "stale_dropped": float(dropped), "reward_mean": sum(s.reward for s in samples) / len(samples),
             "step_s": time.perf_counter() - started,
         }
+
+    def _kl_to_start(self, batches: list, tokens: float) -> float:
+        """The mean per-token KL (k3) of the policy as it is now to the start policy, over the step's tokens."""
+        total = 0.0
+        with torch.no_grad():
+            for batch, ref_logp in batches:
+                delta = ref_logp - self.forward_logprobs(self.model, batch)
+                total += (torch.exp(delta) - delta - 1).mul(batch.completion_mask).sum().item()
+        return data_parallel.sum_metrics({"kl": total / tokens}, self.device)["kl"]
+
+    def _within_trust_region(self, params: list, before: list, batches: list, tokens: float,
+                             limit: float) -> tuple[float, float]:
+        """(KL to the start after the step, how often it was halved): with kl_max, a step that ends farther from
+        the start than `limit` (kl_max, or where the policy already was on these tokens) is halved toward where
+        it began until it is within, and undone after MAX_HALVINGS. Adam's moments keep the whole step."""
+        kl = self._kl_to_start(batches, tokens)
+        halvings = 0
+        while self.config.kl_max > 0 and kl > limit:
+            halvings += 1
+            with torch.no_grad():
+                for param, old in zip(params, before):
+                    param.copy_(old if halvings > MAX_HALVINGS else (param + old) / 2)
+            kl = self._kl_to_start(batches, tokens)
+            if halvings > MAX_HALVINGS:
+                break
+        return kl, float(halvings)
 
     def save(self, root: str | os.PathLike) -> tuple[Path, str]:
         """Write the weights of the current version atomically under root/v{version:06d}; returns (path, sha256)."""

@@ -35,15 +35,12 @@ from kernelzero.gpu_workers.blame import (EarlyVerdict, candidate_verdict, inner
                                          problem_call, short)
 from kernelzero.gpu_workers.memory_ledger import MemoryLedger, nbytes
 from kernelzero.gpu_workers.result import ProblemFailed, evaluation
-from kernelzero.kit.problems import load_problem
+from kernelzero.kit.problems import INPUT_SCALES, load_problem
 from kernelzero.kit.tracing import tensors
 from kernelzero.schemas import Evaluation
 from kernelzero.schemas.messages import Job
 
 CANDIDATE_MODULE = "kz_candidate"
-# other input distributions: fp16 overflows and underflows, and the sign flipped (a problem drawing with
-# torch.rand never shows a kernel negative inputs: ReLU would pass as the identity)
-SCALES = {"scaled_up": 1e5, "scaled_down": 1e-5, "negated": -1.0}
 # work the caller's stream does not wait for (a side stream never joined back): a reader on that stream
 # could see the output unfinished. Both bounds must be exceeded: the shorter one absorbs timer noise.
 UNJOINED_MIN_MS = 0.003
@@ -174,7 +171,7 @@ class TrialRun:
         if name == "permuted":
             gen = torch.Generator(device=self.device).manual_seed(self.cfg.seed + 7)
             return [_permute_chunk(v, gen) if isinstance(v, torch.Tensor) else v for v in self._inputs(0)]
-        scale = SCALES[name]
+        scale = INPUT_SCALES[name]
         return [v * scale if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in self._inputs(1)]
 
     def _reference_model(self) -> torch.nn.Module:
@@ -246,7 +243,7 @@ class TrialRun:
         self.init_inputs = list(problem_call(self.problem.get_init_inputs))
         self.ref_model = self._reference_model()
         natives = max(self.cfg.trials, 2)
-        self.trials = [f"seed{i}" for i in range(natives)] + ["permuted", *SCALES]
+        self.trials = [f"seed{i}" for i in range(natives)] + ["permuted", *INPUT_SCALES]
         footprint, first = self._measured_reference()
         self.ledger.footprint = footprint
         self.plan = self._plan(footprint)

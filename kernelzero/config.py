@@ -161,6 +161,7 @@ class ProposerConfig(GenerationConfig):
     api_set_size: int = 3
     min_api_set_size: int = 0  # sets get a size drawn uniformly from [this, api_set_size]; 0 = api_set_size always
     scale: float = 1.0  # problem size: 1 = GPU-sized (~2**26 elements); the CPU demo uses ~2**-13
+    sampling: Literal["frontier", "uniform"] = "frontier"  # uniform: API sets drawn without the frontier (a baseline)
     explore: float = 0.2  # share of API draws spread by inverse attempts (rarely tried APIs first)
     batch: int = 8  # modules proposed per round
     max_pending: int = 32  # stop proposing while this many modules wait for the validator
@@ -203,9 +204,13 @@ class TrainerConfig(Section):
     eps: float = 1e-4
     staleness_k: int = 4
     stale: Literal["drop", "importance_weight"] = "drop"
-    learning_rate: float = 1e-5
+    learning_rate: float = 1e-5  # full fine-tuning (lora_rank = 0)
+    lora_learning_rate: float = 1e-4  # a LoRA adapter's weights start at zero and move ten times less per step
     clip_eps: float = 0.2
     kl_beta: float = 0.0
+    # trust region: after a step, the mean per-token KL of the policy to the one it started from (on the step's
+    # own tokens) stays within this; a step that would leave it is shrunk by halves, then undone (0: off)
+    kl_max: float = 0.0
     lora_rank: int = 16  # 0 = full fine-tuning
     checkpoint_dir: str = "runs/default/checkpoints"
     coder_steps: int = 1  # alternation: N Coder steps, then M Proposer steps
@@ -238,6 +243,8 @@ class TrainerConfig(Section):
             "eps": _positive(self.eps),
             "staleness_k": _at_least(self.staleness_k, 0),
             "learning_rate": _at_least(self.learning_rate, 0),
+            "lora_learning_rate": _at_least(self.lora_learning_rate, 0),
+            "kl_max": _at_least(self.kl_max, 0),
             "clip_eps": _positive(self.clip_eps),
             "kl_beta": _at_least(self.kl_beta, 0),
             "lora_rank": _at_least(self.lora_rank, 0),

@@ -117,18 +117,20 @@ class CoderStage:
     async def sample_group(self, module: ModuleAccepted, *, causation_id: str) -> list[Event]:
         """G first-turn samples of one module, all under the same policy version."""
         prompt = render_coder_prompt(module.source, self.config.target, style=self.config.prompt)
-        return await self._sample(module, [prompt], [[]], self.config.group_size, causation_id=causation_id, turn=0)
+        n = 1 if module.greedy else self.config.group_size
+        return await self._sample(module, [prompt], [[]], n, causation_id=causation_id, turn=0)
 
     async def _sample(self, module: ModuleAccepted, prompts: list[str], histories: list[list[Attempt]], n: int,
                       *, causation_id: str, turn: int) -> list[Event]:
         cfg = self.config
         version = self.generator.policy_version
+        temperature = 0.0 if module.greedy else cfg.temperature
         groups = await self.generator.generate(
-            prompts, n, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
+            prompts, n, temperature=temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
         )
         completions = [c for group in groups for c in group]
         events = sample_events(
-            module, completions, prompts=prompts, target=cfg.target, temperature=cfg.temperature,
+            module, completions, prompts=prompts, target=cfg.target, temperature=temperature,
             policy_version=version, causation_id=causation_id, turn=turn, producer=self.producer,
         )
         if turn < cfg.repair_turns and module.split == "train":

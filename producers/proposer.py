@@ -79,12 +79,14 @@ class Proposer:
         if unknown:
             raise ValueError(f"[proposer] apis: not in the API catalog: {', '.join(unknown)}")
         # A restarted proposer continues the draw sequence instead of proposing its first modules again.
-        self.sampler = ApiSampler(config.apis or None, frontier=frontier, explore=config.explore,
-                                  seed=config.seed + already_proposed)
+        self.sampler = ApiSampler(config.apis or None, frontier=frontier if config.sampling == "frontier" else None,
+                                  explore=config.explore, seed=config.seed + already_proposed)
         self._count = already_proposed
 
     def update_frontier(self, frontier: FrontierSnapshot) -> None:
-        self.sampler.update(frontier)
+        """Aim at a new frontier; with [proposer] sampling = "uniform" the snapshot is ignored (sets stay uniform)."""
+        if self.config.sampling == "frontier":
+            self.sampler.update(frontier)
 
     async def propose(self, n: int) -> list[Event]:
         """n modules.proposed events (fewer only if the synthesizer fails on every redraw)."""

@@ -43,11 +43,12 @@ from __future__ import annotations
 
 import ast
 import math
+from typing import NamedTuple
 
 import torch
 from torch.fx import Node
 
-from kernelzero.producers.teacher_graph import FUNCTIONS, Call, Code, NotLowerable, Param, contiguous, describe, trace
+from kernelzero.producers.teacher_graph import FUNCTIONS, Call, Code, NotLowerable, Param, contiguous, describe, meta, trace
 from kernelzero.producers.teacher_graph import shape as shape_of
 from kernelzero.producers.teacher_plan import MAX_BLOCK, Kernel, Plan, operands, plan
 
@@ -241,15 +242,39 @@ def _shape_literal(dims: tuple) -> str:
     return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(map(str, dims))})"
 
 
+class _Sizes(NamedTuple):
+    """How the host writes one kernel's output allocation and row length."""
+
+    empty: str  # the output allocation's call
+    n_cols: str  # the row length argument
+
+
+def _sizes(the_plan: Plan, kernel: Kernel, device: str) -> _Sizes:
+    """Read off a full-size float32 input of the kernel where its shape gives them (a map keeps it, a reduction over
+    the last dimension drops that): the answer then fits any size of that input; literal sizes otherwise (views)."""
+    out_dims = shape_of(kernel.export)
+    literal = _Sizes(f"torch.empty({_shape_literal(out_dims)}, device={device}.device)", str(kernel.n_cols))
+    for value in kernel.inputs:
+        if not isinstance(value, Node) or meta(value).dtype != torch.float32 or math.prod(shape_of(value)) != kernel.n:
+            continue
+        dims, name = shape_of(value), _host_name(the_plan, value)
+        if not dims or dims[-1] != kernel.n_cols:
+            continue
+        if out_dims == dims:
+            return _Sizes(f"torch.empty_like({name})", f"{name}.shape[-1]")
+        if out_dims == dims[:-1] and out_dims:
+            return _Sizes(f"torch.empty({name}.shape[:-1], device={name}.device)", f"{name}.shape[-1]")
+    return literal
+
+
 def _launch(the_plan: Plan, kernel: Kernel, name: str, device: str) -> list[str]:
     out = the_plan.names[kernel.export]
-    grid = f"{out}.numel()" if kernel.places[kernel.export].level == "row" else f"{out}.numel() // {kernel.n_cols}"
-    block = 1 << (kernel.n_cols - 1).bit_length()
-    args = ", ".join([_host_name(the_plan, v) for v in kernel.inputs] + [out, str(kernel.n_cols)])
-    return [
-        f"{out} = torch.empty({_shape_literal(shape_of(kernel.export))}, device={device}.device)",
-        f"{name}[({grid},)]({args}, BLOCK={block})",
-    ]
+    sizes = _sizes(the_plan, kernel, device)
+    grid = f"{out}.numel()" if kernel.places[kernel.export].level == "row" else f"{out}.numel() // {sizes.n_cols}"
+    block = str(1 << (kernel.n_cols - 1).bit_length()) if sizes.n_cols.isdigit() \
+        else f"triton.next_power_of_2({sizes.n_cols})"
+    args = ", ".join([_host_name(the_plan, v) for v in kernel.inputs] + [out, sizes.n_cols])
+    return [f"{out} = {sizes.empty}", f"{name}[({grid},)]({args}, BLOCK={block})"]
 
 
 def _model_source(the_plan: Plan, module_source: str) -> str:

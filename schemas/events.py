@@ -56,6 +56,7 @@ class ModuleAccepted(Payload, tag="modules.accepted"):
     ref_runtime_ms: float = 0.0
     level: int = 1
     split: Split = "train"
+    greedy: bool = False  # a held-out measurement of greedy decoding: one sample at temperature 0, not a group
 
 
 class ModuleRejected(Payload, tag="modules.rejected"):

@@ -2,9 +2,10 @@
 
 The whole demo (distil, tokenizer, from-scratch models, SFT, three rounds of the real loop), run
 once with its defaults into a fresh cache; its summary (demo.json, the tables it prints) must show
-correct and wrong training samples, groups with non-zero advantages, and at least two policy
-versions of each role. It does not ask for held-out progress: at this size the Coder's held-out
-pass@1 stays at 0 (docs/BENCHMARKS.md, The demo from zero).
+correct and wrong training samples, groups with non-zero advantages, at least two policy versions
+of each role, and the held-out modules measured at version 0 and at the end on at least 32 modules,
+with the Coder solving some of them at version 0. Whether RL raises held-out pass@1 is the
+experiment's question (kernelzero experiment, docs/BENCHMARKS.md), not this test's.
 """
 
 from __future__ import annotations
@@ -27,5 +28,8 @@ def test_the_demo_from_zero_shows_both_learners_learning(tmp_path):
     assert any(row["informative"] > 0 and row["min_adv"] < 0 < row["max_adv"] for row in rewards), rewards
     versions = {row["role"]: row["versions"] for row in tables["policy versions published"]}
     assert versions.get("coder", 0) >= 2 and versions.get("proposer", 0) >= 2, versions
-    assert tables["held-out pass rate by Coder policy version (never trained on)"], "held-out modules were answered"
+    curve = tables["learning curve by Coder policy version (held-out modules are never trained on)"]
+    measured = [row for row in curve if row["heldout_modules"]]
+    assert len(measured) >= 2 and all(row["heldout_modules"] >= 32 for row in measured), curve
+    assert measured[0]["policy_version"] == 0 and measured[0]["heldout_pass_at_1"] > 0, curve
     assert (tmp_path / "run" / "report" / "index.html").exists()

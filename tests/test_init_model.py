@@ -54,3 +54,22 @@ def test_the_model_generates_and_refuses_to_overwrite(tmp_path, capsys):
     bad.write_text("{oops\n")
     assert cli_main(["init-model", "--out", str(tmp_path / "n"), "--corpus", str(bad)]) == 2
     assert "bad.jsonl:1: not JSON" in capsys.readouterr().err and not (tmp_path / "n").exists()
+
+
+def test_no_token_crosses_a_digit_a_name_or_an_indentation(tmp_path):
+    # the corpus repeats these lines often enough that an unrestricted BPE would merge whole lines
+    line = "\n        t12 = torch.empty((16, 16, 8), device=x.device)\n    kernel[(t1.numel(),)](x, t1, 64, BLOCK=64)"
+    assert cli_main(["init-model", "--size", "tiny", "--out", str(tmp_path / "m"), "--corpus",
+                     str(_text(tmp_path, line * 200)), "--vocab-size", "600"]) == 0
+    _, tokenizer = load_model(str(tmp_path / "m"), device="cpu")
+    tokens = [tokenizer.convert_tokens_to_string([t]) for t in tokenizer.tokenize(line)]
+    assert "".join(tokens) == line
+    assert [t for t in tokens if any(c.isdigit() for c in t)] == [c for c in line if c.isdigit()]  # one digit each
+    assert "\n        " in tokens and "\n    " in tokens  # a line's indentation is a token of its own
+    assert all("\n" not in t or not t.strip() for t in tokens)
+
+
+def _text(tmp_path, text: str):
+    path = tmp_path / "corpus.txt"
+    path.write_text(text)
+    return path

@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 
 from kernelzero.config import Config
+from kernelzero.kit.heldout_protocol import MIN_MODULES
 
 # the demo's API pool: activations and row reductions the Coder's teacher lowers
 DEMO_APIS = (
@@ -39,19 +40,21 @@ class SftPlan(msgspec.Struct, frozen=True, kw_only=True):
     band_low: float
     band_high: float
     heldout_limit: int
+    max_rows: int = 0  # train on the first N rows only (0: all)
 
 
 class Plan(msgspec.Struct, frozen=True, kw_only=True):
     """Everything the bootstrap depends on besides the code; its hash names the cache folders."""
 
-    modules: int = 200
+    modules: int = 6000
     heldout_share: float = 0.2
+    audit_share: float = 0.02
     size: str = "tiny"
     seed: int = 0
-    coder: SftPlan = SftPlan(epochs=40, learning_rate=1e-3, batch_size=16, check_every=50, band_low=0.2,
-                             band_high=0.6, heldout_limit=16)
-    proposer: SftPlan = SftPlan(epochs=20, learning_rate=1e-3, batch_size=16, check_every=50, band_low=0.5,
-                                band_high=1.0, heldout_limit=8)
+    coder: SftPlan = SftPlan(epochs=3, learning_rate=2e-3, batch_size=16, check_every=150, band_low=0.2,
+                             band_high=0.6, heldout_limit=MIN_MODULES)
+    proposer: SftPlan = SftPlan(epochs=2, learning_rate=2e-3, batch_size=16, check_every=100, band_low=0.5,
+                                band_high=1.0, heldout_limit=16, max_rows=1500)
 
 
 class Bootstrap(msgspec.Struct, kw_only=True):
@@ -59,6 +62,7 @@ class Bootstrap(msgspec.Struct, kw_only=True):
     coder_model: str
     proposer_model: str
     heldout_sets: list[str]
+    max_tokens: dict[str, int]  # per role: room for its longest training answer
     sft: dict[str, dict]  # per role: the SFT report (steps, losses, held-out checks, why it stopped)
 
 
@@ -69,7 +73,8 @@ def _code_hash() -> str:
     digest = hashlib.sha256()
     for package in (producers, kit, gpu_workers):
         for path in sorted(Path(package.__file__).parent.glob("*.py")):
-            if path.stem.startswith(("teacher", "synthesizer", "api_catalog", "trial", "blame", "compare", "instruments")):
+            if path.stem.startswith(("teacher", "synthesizer", "api_catalog", "problems", "trial", "blame", "compare",
+                                     "instruments", "heldout_protocol")):
                 digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -80,22 +85,20 @@ def _key(*parts: object) -> str:
 
 def distill_step(config: Config, plan: Plan, cache: Path) -> Path:
     """The distilled sets (kernelzero/app/distill.py) for the plan, reused when the cache holds them."""
-    from kernelzero.app.distill import distill, distill_config
+    from kernelzero.app.distill import distill
 
-    settings = (plan.modules, plan.heldout_share, plan.seed, config.proposer.scale, config.proposer.api_set_size,
-                config.proposer.min_api_set_size,
-                config.proposer.apis, config.coder.prompt, config.proposer.prompt, config.coder.target, _code_hash())
+    settings = (plan.modules, plan.heldout_share, plan.audit_share, plan.seed, config.proposer.scale,
+                config.proposer.api_set_size, config.proposer.min_api_set_size, config.proposer.apis,
+                config.coder.prompt, config.proposer.prompt, config.coder.target, _code_hash())
     out = cache / f"distill-{_key(*settings)}"
     if not (out / "distill.json").exists():
-        out.mkdir(parents=True, exist_ok=True)
-        config = distill_config(config, out)
-        distill(config, out, plan.modules, plan.heldout_share)
+        distill(config, out, plan.modules, plan.heldout_share, plan.audit_share)
     return out
 
 
 def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device: str) -> tuple[Path, dict]:
     """A tokenizer and both roles' from-scratch models, warm-started; reused when the cache holds them."""
-    out = cache / f"models-{_key(distill_dir.name, msgspec.to_builtins(plan), device)}"
+    out = cache / f"models-{_key(distill_dir.name, msgspec.to_builtins(plan), device, config.coder.temperature)}"
     done = out / "sft.json"
     if done.exists():
         return out, json.loads(done.read_text())
@@ -104,6 +107,17 @@ def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device:
     reports = {role: _warm_start(config, plan, role, distill_dir, out, device) for role in ("coder", "proposer")}
     done.write_text(json.dumps(reports, indent=2))
     return out, reports
+
+
+def _training_rows(plan: Plan, role: str, distill_dir: Path, out: Path) -> Path:
+    """The role's training set, cut to the plan's max_rows."""
+    path = distill_dir / f"{role}_train.jsonl"
+    limit = getattr(plan, role).max_rows
+    if not limit:
+        return path
+    cut = out / f"{role}_train.jsonl"
+    cut.write_text("".join(path.read_text().splitlines(keepends=True)[:limit]))
+    return cut
 
 
 def _warm_start(config: Config, plan: Plan, role: str, distill_dir: Path, out: Path, device: str) -> dict:
@@ -115,16 +129,28 @@ def _warm_start(config: Config, plan: Plan, role: str, distill_dir: Path, out: P
     corpus = [str(distill_dir / f"{name}_train.jsonl") for name in ("coder", "proposer")]
     init_model(str(out / f"{role}-init"), plan.size, corpus, seed=plan.seed)
     settings: SftPlan = getattr(plan, role)
+    data = _training_rows(plan, role, distill_dir, out)
+    max_tokens = longest_answer(out / f"{role}-init", data)
     judge = HeldOutJudge(role, read_heldout(distill_dir / f"{role}_heldout.jsonl", settings.heldout_limit), config,
-                         max_tokens=getattr(config, role).max_tokens)
+                         max_tokens=max_tokens)
     stop = BandStop(judge, band_low=settings.band_low, band_high=settings.band_high, check_every=settings.check_every)
     try:
-        report = run_sft(str(distill_dir / f"{role}_train.jsonl"), str(out / f"{role}-init"), str(out / role),
+        report = run_sft(str(data), str(out / f"{role}-init"), str(out / role),
                          epochs=settings.epochs, learning_rate=settings.learning_rate, batch_size=settings.batch_size,
                          lora_rank=0, device=device, seed=plan.seed, stop=stop)
     finally:
         judge.close()
-    return msgspec.to_builtins(report)
+    return {**msgspec.to_builtins(report), "max_tokens": max_tokens}
+
+
+def longest_answer(model_dir: Path, rows: Path, margin: float = 1.25) -> int:
+    """Tokens a role must be allowed to write: its longest training completion (with the stop token), plus a margin."""
+    from kernelzero.kit.models import load_tokenizer
+
+    tokenizer = load_tokenizer(model_dir)
+    completions = [json.loads(line)["completion"] for line in rows.read_text().splitlines() if line.strip()]
+    longest = max(len(ids) for ids in tokenizer(completions, add_special_tokens=False)["input_ids"]) + 1
+    return int(longest * margin)
 
 
 def bootstrap(config: Config, plan: Plan, cache: Path, device: str = "auto") -> Bootstrap:
@@ -133,4 +159,5 @@ def bootstrap(config: Config, plan: Plan, cache: Path, device: str = "auto") -> 
     models, reports = sft_step(config, plan, distill_dir, cache, device)
     report = json.loads((distill_dir / "distill.json").read_text())
     return Bootstrap(distill_dir=str(distill_dir), coder_model=str(models / "coder"),
-                     proposer_model=str(models / "proposer"), heldout_sets=report["heldout_sets"], sft=reports)
+                     proposer_model=str(models / "proposer"), heldout_sets=report["heldout_sets"],
+                     max_tokens={role: reports[role]["max_tokens"] for role in reports}, sft=reports)

@@ -13,7 +13,8 @@ import sys
 from types import ModuleType
 
 from kernelzero.analytics import cli_failures, cli_frontier, cli_replay, cli_report, cli_sql
-from kernelzero.app import config_cli, demo, distill, heldout, init_model, kernelbench, log_cli, serve, sft_cli
+from kernelzero.app import (config_cli, demo, distill, experiment, heldout, init_model, kernelbench, log_cli, serve,
+                            sft_cli)
 from kernelzero.config import load_for_command
 from kernelzero.consumers import pipeline
 from kernelzero.gpu_workers import cli as eval_cli
@@ -21,6 +22,7 @@ from kernelzero.gpu_workers import cli as eval_cli
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[ModuleType, str]] = {
     "demo": (demo, "the whole loop on one machine (CPU is enough), embedded log"),
+    "experiment": (experiment, "does RL raise held-out pass@1? arms from one SFT start against a control"),
     "run": (pipeline, "the co-evolution loop, every stage in one process group"),
     "serve": (serve, "one stage as a long-running service (evaluator, coder, validator, ...)"),
     "eval": (eval_cli, "evaluate one candidate kernel against a KernelBench-format problem"),

@@ -5,10 +5,12 @@
    roles are trained on them, the Coder until its held-out pass@1 enters the band.
 2. Rounds of the real loop on the embedded log, each stage as `kernelzero serve ROLE` until its
    input is drained: proposer -> validator -> coder -> evaluator -> trainer -> projector. Before
-   each round (and after the last) the held-out modules go on the log (`kernelzero heldout`): the
-   Coder answers them with its current policy and nothing trains on them.
-3. A summary per Coder policy version (held-out pass@1, rewards and advantages, verdicts), the
-   versions each role published, the frontier's in-band entries, and `kernelzero report`'s plots.
+   the first round and after the last, the held-out modules (kernelzero/kit/heldout_protocol.py)
+   go on the log (`kernelzero heldout`): the Coder answers them with its current policy, sampled
+   and greedy, and nothing trains on them.
+3. A summary per Coder policy version (training and held-out pass rates with intervals, KL to the
+   start, rewards and advantages, verdicts), the versions each role published, the frontier's
+   in-band entries, and `kernelzero report`'s plots.
 No weights are downloaded or committed: the demo builds everything it uses.
 """
 
@@ -19,6 +21,7 @@ import os
 import time
 from pathlib import Path
 
+from kernelzero.app.bootstrap import Plan
 from kernelzero.app.serve import serve_until_idle
 from kernelzero.config import Config, dump_config
 
@@ -27,9 +30,10 @@ ANSWER_STAGES = ("coder", "evaluator", "trainer", "projector")
 EXAMPLE_PROBLEM = Path(__file__).resolve().parents[2] / "examples/problems/relu_matmul.py"
 EXAMPLE_CANDIDATE = Path(__file__).resolve().parents[2] / "examples/candidates/relu_matmul_triton.py"
 SUMMARY = {
-    "held-out pass rate by Coder policy version (never trained on)":
-        "SELECT policy_version, modules, samples, round(pass_at_1, 3) AS pass_at_1, "
-        "round(pass_at_1_ci95, 3) AS ci95, round(pass_at_n, 3) AS pass_at_n FROM heldout_curve",
+    "learning curve by Coder policy version (held-out modules are never trained on)":
+        "SELECT policy_version, train_samples, round(train_pass_rate, 3) AS train_pass, heldout_modules, "
+        "round(heldout_pass_at_1, 3) AS heldout_pass_at_1, round(heldout_low, 3) AS low, round(heldout_high, 3) AS high, "
+        "round(heldout_greedy, 3) AS greedy, round(kl_to_start, 4) AS kl_to_start FROM learning_curve",
     "rewards and advantages by Coder policy version":
         "SELECT g.policy_version, count(DISTINCT g.event_id) AS groups, "
         "count(DISTINCT g.event_id) FILTER (WHERE g.informative) AS informative, count(*) AS samples, "
@@ -47,19 +51,27 @@ SUMMARY = {
 def add_arguments(parser) -> None:
     parser.add_argument("--out", default=None, metavar="DIR", help="run directory (default: runs/demo-TIMESTAMP)")
     parser.add_argument("--rounds", type=int, default=3, help="propose-code-evaluate-train rounds (default 3)")
-    parser.add_argument("--modules", type=int, default=12,
-                        help="modules proposed per round (default 12: about a third pass the validator)")
-    parser.add_argument("--group-size", type=int, default=4, help="Coder samples per module, G (default 4)")
-    parser.add_argument("--heldout", type=int, default=6, help="held-out modules per measurement (default 6)")
-    parser.add_argument("--size", choices=("tiny", "small"), default="tiny", help="model size (default tiny)")
+    add_loop_arguments(parser)
+
+
+def add_loop_arguments(parser) -> None:
+    """The options the demo shares with `kernelzero experiment`."""
+    from kernelzero.kit.heldout_protocol import MIN_MODULES
+
+    parser.add_argument("--modules", type=int, default=12, help="modules proposed per round (default %(default)s)")
+    parser.add_argument("--group-size", type=int, default=4, help="Coder samples per module, G (default %(default)s)")
+    parser.add_argument("--heldout", type=int, default=MIN_MODULES // 2,
+                        help="held-out modules per measurement (default %(default)s)")
+    parser.add_argument("--size", choices=("tiny", "small"), default="tiny", help="model size (default %(default)s)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu",
-                        help="where models train and sample, and the evaluator runs (default cpu)")
-    parser.add_argument("--distill", type=int, default=200, metavar="N", help="modules distilled (default 200)")
+                        help="where models train and sample, and the evaluator runs (default %(default)s)")
+    parser.add_argument("--distill", type=int, default=Plan().modules, metavar="N",
+                        help="modules distilled (default %(default)s)")
     parser.add_argument("--cache", default=None, metavar="DIR",
                         help="bootstrap cache (default: [evaluator] cache_dir/demo)")
 
 
-def demo_config(config: Config, out: Path, args) -> Config:
+def loop_config(config: Config, out: Path, args) -> Config:
     """The user's configuration, pointed at the run directory and sized for the demo's models."""
     from kernelzero.app.bootstrap import DEMO_APIS
 
@@ -70,12 +82,13 @@ def demo_config(config: Config, out: Path, args) -> Config:
     config.evaluator.trials = min(config.evaluator.trials, 2)
     config.evaluator.cpu_workers = max(config.evaluator.cpu_workers, os.cpu_count() or 1)
     for section in (config.coder, config.proposer):
-        section.backend, section.device, section.prompt, section.max_tokens = "transformers", args.device, "compact", 256
+        section.backend, section.device, section.prompt = "transformers", args.device, "compact"
     config.coder.group_size = args.group_size
     config.proposer.apis = config.proposer.apis or list(DEMO_APIS)
-    config.proposer.api_set_size, config.proposer.min_api_set_size = 2, 1
+    config.proposer.api_set_size, config.proposer.min_api_set_size = 3, 1
     config.proposer.batch, config.proposer.rounds = args.modules, 1
-    config.proposer.scale = min(config.proposer.scale, 2.0 ** -15)
+    # 512 to 1024 elements: the Triton interpreter runs a program per row, and evaluation is the demo's pace
+    config.proposer.scale = min(config.proposer.scale, 2.0 ** -16)
     trainer = config.trainer
     trainer.lora_rank, trainer.device, trainer.learning_rate = 0, args.device, 2e-4
     # every informative group is scarce at this size: a step per group, and two Proposer steps a round
@@ -84,7 +97,7 @@ def demo_config(config: Config, out: Path, args) -> Config:
     return config
 
 
-def _self_check(console, config: Config) -> bool:
+def self_check(console, config: Config) -> bool:
     from kernelzero.gpu_workers import evaluate
 
     with console.status("evaluator self-check on the shipped example kernel"):
@@ -93,7 +106,8 @@ def _self_check(console, config: Config) -> bool:
     return check.verdict == "correct"
 
 
-def _stages(console, roles, config_path: Path, label: str, started: float) -> int:
+def run_stages(console, roles, config_path: Path, label: str, started: float) -> int:
+    """Each stage in `roles`, in order, until its input is drained; a stage's non-zero exit stops the rest."""
     for role in roles:
         with console.status(f"{label}: {role}"):
             code = serve_until_idle(role, config_path)
@@ -104,14 +118,34 @@ def _stages(console, roles, config_path: Path, label: str, started: float) -> in
     return 0
 
 
-def _heldout(config_path: Path, rows: Path, limit: int, tag: str) -> int:
+def measure_heldout(console, config_path: Path, rows: Path, limit: int, tag: str, started: float) -> int:
+    """The held-out modules answered by the Coder's current policy, sampled and greedy, judged and projected."""
     from kernelzero.app.cli import main
 
-    return main(["heldout", "--config", str(config_path), "--rows", str(rows), "--limit", str(limit), "--tag", tag])
+    code = main(["heldout", "--config", str(config_path), "--rows", str(rows), "--limit", str(limit), "--tag", tag])
+    return code or run_stages(console, ANSWER_STAGES, config_path, f"held-out measurement {tag}", started)
 
 
-def summarize(config: Config) -> dict[str, list]:
-    """The summary tables as plain rows (also printed, and written to demo.json)."""
+def warm_start(console, config: Config, args, started: float):
+    """The bootstrap for `args` (cached), printed, and the configuration pointed at its models; returns it."""
+    from kernelzero.app.bootstrap import bootstrap
+
+    cache = Path(args.cache or os.path.join(os.path.expanduser(config.evaluator.cache_dir), "demo"))
+    console.print(f"bootstrap (cached in {cache}): distill {args.distill} modules, from-scratch {args.size} models, SFT")
+    boot = bootstrap(config, Plan(modules=args.distill, size=args.size), cache, device=args.device)
+    for role, report in boot.sft.items():
+        checks = ", ".join(f"{c['passed']}/{c['total']}@{c['step']}" for c in report["checks"])
+        console.print(f"  {role}: SFT {report['steps']} steps, loss {report['first_loss']:.3f} -> "
+                      f"{report['last_loss']:.3f}, held-out checks {checks or 'none'}, stopped by {report['stopped']}")
+    console.print(f"bootstrap done ({time.monotonic() - started:.0f} s)")
+    config.coder.model, config.proposer.model = boot.coder_model, boot.proposer_model
+    config.coder.max_tokens, config.proposer.max_tokens = boot.max_tokens["coder"], boot.max_tokens["proposer"]
+    config.proposer.exclude_sets = boot.heldout_sets
+    return boot
+
+
+def summarize(config: Config, queries: dict[str, str] = SUMMARY) -> dict[str, list]:
+    """Each query's rows as plain dicts, by title (the demo prints them and writes them to demo.json)."""
     import argparse
 
     from kernelzero.analytics.db import analytics_connection
@@ -119,14 +153,14 @@ def summarize(config: Config) -> dict[str, list]:
     tables = {}
     where = argparse.Namespace(db=None, broker=None, rebuild=False, no_update=False)
     with analytics_connection(where, config) as con:
-        for title, sql in SUMMARY.items():
+        for title, sql in queries.items():
             cursor = con.execute(sql)
             names = [d[0] for d in cursor.description]
             tables[title] = [dict(zip(names, row)) for row in cursor.fetchall()]
     return tables
 
 
-def _print_tables(console, tables: dict[str, list]) -> None:
+def print_tables(console, tables: dict[str, list]) -> None:
     from rich.table import Table
 
     for title, rows in tables.items():
@@ -138,7 +172,7 @@ def _print_tables(console, tables: dict[str, list]) -> None:
         console.print(table)
 
 
-def _quiet_libraries() -> None:
+def quiet_libraries() -> None:
     """The demo tells its own story: no per-file progress bars or deprecation notes from the libraries it drives."""
     import warnings
 
@@ -153,51 +187,38 @@ def _quiet_libraries() -> None:
 def main(args, config: Config) -> int:
     from rich.console import Console
 
-    from kernelzero.app.bootstrap import Plan, bootstrap
     from kernelzero.app.cli import main as cli_main
 
     console = Console(stderr=True)
-    _quiet_libraries()
+    quiet_libraries()
     out = Path(args.out or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     if (out / "log.sqlite").exists():
         console.print(f"[red]kernelzero demo: {out} already holds a run; choose another --out[/red]")
         return 2
     out.mkdir(parents=True, exist_ok=True)
-    config = demo_config(config, out, args)
+    config = loop_config(config, out, args)
     console.rule(f"KernelZero demo in {out}")
-    if not _self_check(console, config):
+    if not self_check(console, config):
         console.print("[red]the evaluator rejects the known-good example: stopping[/red]")
         return 1
     started = time.monotonic()
-    cache = Path(args.cache or os.path.join(os.path.expanduser(config.evaluator.cache_dir), "demo"))
-    console.print(f"bootstrap (cached in {cache}): distill {args.distill} modules, from-scratch {args.size} models, SFT")
-    boot = bootstrap(config, Plan(modules=args.distill, size=args.size), cache, device=args.device)
-    for role, report in boot.sft.items():
-        checks = ", ".join(f"{c['passed']}/{c['total']}@{c['step']}" for c in report["checks"])
-        console.print(f"  {role}: SFT {report['steps']} steps, loss {report['first_loss']:.3f} -> "
-                      f"{report['last_loss']:.3f}, held-out checks {checks or 'none'}, stopped by {report['stopped']}")
-    console.print(f"bootstrap done ({time.monotonic() - started:.0f} s)")
-    config.coder.model, config.proposer.model = boot.coder_model, boot.proposer_model
-    config.proposer.exclude_sets = boot.heldout_sets
+    boot = warm_start(console, config, args, started)
     config_path = out / "kernelzero.toml"
     config_path.write_text(dump_config(config))
     rows = Path(boot.distill_dir) / "coder_heldout.jsonl"
+    code = measure_heldout(console, config_path, rows, args.heldout, "start", started)
     for round_number in range(1, args.rounds + 1):
-        code = _heldout(config_path, rows, args.heldout, f"r{round_number}") or \
-            _stages(console, STAGES, config_path, f"round {round_number}/{args.rounds}", started)
-        if code:
-            return code
-    code = _heldout(config_path, rows, args.heldout, "final") or \
-        _stages(console, ANSWER_STAGES, config_path, "final held-out measurement", started)
+        code = code or run_stages(console, STAGES, config_path, f"round {round_number}/{args.rounds}", started)
+    code = code or measure_heldout(console, config_path, rows, args.heldout, "final", started)
     if code:
         return code
     tables = summarize(config)
-    _print_tables(console, tables)
+    print_tables(console, tables)
     cli_main(["report", "--config", str(config_path), "--out", str(out / "report")])
     summary = {"rounds": args.rounds, "seconds": round(time.monotonic() - started, 1), "bootstrap": {
         "distill_dir": boot.distill_dir, "heldout_sets": boot.heldout_sets, "sft": boot.sft}, "tables": tables}
     (out / "demo.json").write_text(json.dumps(summary, indent=2, default=str))
     console.rule("done")
-    console.print(f"run directory: {out}\n  kernelzero sql --config {config_path} \"SELECT * FROM heldout_curve\"\n"
+    console.print(f"run directory: {out}\n  kernelzero sql --config {config_path} \"SELECT * FROM learning_curve\"\n"
                   f"  report: {out / 'report' / 'index.html'}")
     return 0

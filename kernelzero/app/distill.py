@@ -1,23 +1,26 @@
-"""`kernelzero distill --modules N --out DIR`: verified SFT sets for both roles from the teachers, split by API set; resumable.
+"""`kernelzero distill --modules N --out DIR`: verified SFT sets for both roles from the teachers, split by the held-out protocol; the teachers' answers are checked in process, a random share of them audited by the contained evaluator.
 
-The real stages run on the run's own embedded log (OUT/log.sqlite): the synthesizer proposes N
-modules (the Proposer's teacher), the validator judges them (duplicates kept), the Triton lowering
-(producers/teacher.py, the Coder's teacher) answers each accepted one, and the evaluator judges
-every answer. Only `correct` answers become Coder rows, exactly the rows `kernelzero replay
---kind sft` gives on that log; every accepted module becomes a Proposer row (its prompt, and the
-module as the Proposer's parser reads it). API sets are held out whole: a held-out set appears in
-neither role's training rows. Everything committed survives a crash: running the command again
-continues where it stopped. It does not check that N modules can be lowered: the report says how
-many were.
+The synthesizer (the Proposer's teacher) writes N modules from API sets drawn from the pool, each at a
+size of its own, so that a model learns to read sizes from the prompt rather than recall them. The Triton
+lowering (the Coder's teacher) answers each. Both teachers are our own code, so their output is checked
+where it is made, by the cheap trusted check (producers/teacher_check.py: the answer run across all rows
+at once in torch, against the module, on two seeds) in a pool of worker processes; what the check cannot
+see, the audit measures: `audit_share` of the checked answers, drawn at random, go through the real
+evaluator, contained as any candidate, and every disagreement is counted, reported and dropped from the
+sets. A module whose answer passes is a Coder row and a Proposer row. Whole API combinations are held out
+(kernelzero/kit/heldout_protocol.py): a held-out combination is in neither role's training rows.
+
+Model output never comes here: only teacher output runs in this process. The four JSON-lines sets and
+distill.json are written whole or not at all; an interrupted run starts over (it takes minutes). It does
+not promise N rows: the report says how many modules lowered and checked.
 """
 
 from __future__ import annotations
 
-import copy
-
 import hashlib
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -25,226 +28,231 @@ from typing import Any, Sequence
 
 import msgspec
 
-from kernelzero.config import Config, dump_config
-from kernelzero.kit.codeblocks import answer
-from kernelzero.schemas import Event, ModuleAccepted, SampleGenerated, api_set_key, make_event, uuid7
+from kernelzero.config import Config
+from kernelzero.kit.codeblocks import answer as code_block
+from kernelzero.kit.heldout_protocol import MIN_MODULES, held_out_combinations
+from kernelzero.schemas import api_set_key
 
-TEACHER = "teacher"
 FILES = ("coder_train", "coder_heldout", "proposer_train", "proposer_heldout")
+SIZES = 4  # each module's element budget is the configured scale over 1, 2, 4 or 8
+
+
+class ModuleSpec(msgspec.Struct, frozen=True, array_like=True):
+    apis: list[str]
+    seed: int
+    scale: float
+
+
+class Made(msgspec.Struct, kw_only=True):
+    """One module as the teachers made it: the row's parts, or why there is no row."""
+
+    spec: ModuleSpec
+    module: str = ""
+    answer: str = ""  # the lowering's candidate source
+    failed: str = ""  # "synthesis", "declined:OP" or "check: ..."; "" for a row
+
+
+class Disagreement(msgspec.Struct):
+    module_id: str
+    verdict: str
+    reason: str
 
 
 class DistillReport(msgspec.Struct, kw_only=True):
-    modules: int  # proposed
-    accepted: int
-    lowered: int
-    correct: int
+    modules: int  # synthesized or tried
     rows: dict[str, int]  # per file of FILES
     heldout_sets: list[str]
-    declined: dict[str, int]  # why the teacher declined, by op
-    verdicts: dict[str, int]  # of the lowered answers
+    failed: dict[str, int]  # why a module gave no row, by reason
+    audited: int
+    disagreements: list[Disagreement]
+    api_pool: list[str]
     seconds: float
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--modules", type=int, required=True, metavar="N", help="modules the synthesizer proposes")
-    parser.add_argument("--out", required=True, metavar="DIR", help="the run directory (an existing one is resumed)")
+    parser.add_argument("--modules", type=int, required=True, metavar="N", help="modules the synthesizer writes")
+    parser.add_argument("--out", required=True, metavar="DIR", help="the output directory (sets and distill.json)")
     parser.add_argument("--heldout-share", type=float, default=0.2, metavar="F",
-                        help="share of API sets held out of both roles' training rows (default 0.2)")
+                        help="share of multi-API combinations held out of both roles' training rows (default 0.2)")
+    parser.add_argument("--audit-share", type=float, default=0.02, metavar="F",
+                        help="share of checked answers also judged by the contained evaluator (default 0.02)")
+    parser.add_argument("--workers", type=int, default=None, metavar="W", help="processes (default: CPU count)")
 
 
-class TeacherStage:
-    """modules.accepted -> samples.generated: the lowering's answer (source None, with the reason, when declined)."""
+def api_pool(config: Config) -> list[str]:
+    """The configured [proposer] apis, or every catalog API the Coder's teacher lowers on its own."""
+    if config.proposer.apis:
+        return list(config.proposer.apis)
+    from kernelzero.producers.teacher import api_support
 
-    name = TEACHER
-    topics = ("modules.accepted",)
-
-    def __init__(self, target: str = "triton") -> None:
-        self.target = target
-
-    async def handle(self, event: Event) -> Sequence[Event]:
-        import anyio
-
-        from kernelzero.producers.teacher import NotLowerable, lower
-
-        module: ModuleAccepted = event.payload
-        try:
-            source, reason = await anyio.to_thread.run_sync(lower, module.source), ""
-        except NotLowerable as exc:
-            source, reason = None, f"declined:{exc.op}"
-        payload = SampleGenerated(sample_id=uuid7(), module_id=module.module_id, backend=self.target, source=source,
-                                  problem_source=module.source, reason=reason, apis=module.apis, level=module.level)
-        return [make_event(payload, correlation_id=module.module_id, producer=TEACHER, causation_id=event.event_id,
-                           policy_version=0)]
+    return sorted(api for api, why in api_support().items() if not why)
 
 
-class KeepDuplicates:
-    """The validator's deduplicator interface, remembering nothing: a module's shapes are training data too.
-
-    The validator's fingerprint ignores constants, so modules of one structure at other sizes
-    count as duplicates for the Proposer's novelty; the Coder learns from them how sizes reach
-    its host code, so distillation keeps them.
-    """
-
-    def duplicate_of(self, module_id: str, verdict) -> None:
-        return None
-
-    def add(self, module_id: str, fingerprint: str) -> None:
-        pass
-
-
-class Counted:
-    """A stage whose handled records advance a progress bar."""
-
-    def __init__(self, stage: Any, progress: Any, task: Any) -> None:
-        self.stage, self.progress, self.task = stage, progress, task
-        self.name, self.topics = stage.name, stage.topics
-
-    async def handle(self, event: Event) -> Sequence[Event]:
-        out = await self.stage.handle(event)
-        self.progress.advance(self.task)
-        return out
+def plan(pool: Sequence[str], n: int, *, low: int, high: int, scale: float, seed: int) -> list[ModuleSpec]:
+    """N module specs: a set size in [low, high] (at most the pool) drawn in proportion to itself, its APIs, a seed
+    and a size. Larger sets have many more distinct combinations, so drawing sizes uniformly would spend most single
+    APIs on modules already made."""
+    rng = random.Random(f"distill:{seed}")
+    sizes = list(range(max(1, low), max(1, low, high) + 1))
+    specs = []
+    for index in range(n):
+        size = min(len(pool), rng.choices(sizes, weights=sizes)[0])
+        specs.append(ModuleSpec(apis=rng.sample(list(pool), size), seed=index,
+                                scale=scale / (1 << rng.randrange(SIZES))))
+    return specs
 
 
-def held_out(api_sets: Sequence[str], share: float, seed: int) -> set[str]:
-    """A fixed share of the distinct API sets (at least one when share > 0 and there are two), chosen by hash."""
-    ranked = sorted(set(api_sets), key=lambda s: hashlib.sha256(f"{seed}:{s}".encode()).hexdigest())
-    count = round(share * len(ranked))
-    if share > 0 and len(ranked) > 1:
-        count = max(1, min(count, len(ranked) - 1))
-    return set(ranked[:count])
+def make(spec: ModuleSpec) -> Made:
+    """In a worker: the synthesizer's module and the lowering's answer for one spec, checked."""
+    from kernelzero.producers.synthesizer import SynthesisError, synthesize
+    from kernelzero.producers.teacher import NotLowerable, lower
+    from kernelzero.producers.teacher_check import CheckFailed, check
 
-
-async def _run_stages(config: Config, log: Any, n: int, progress: Any) -> None:
-    from kernelzero.consumers.validator import ValidatorStage, validator_sandbox
-    from kernelzero.gpu_workers.pool import EvaluatorPool
-    from kernelzero.gpu_workers.service import EvaluatorStage
-    from kernelzero.producers.proposer import Proposer
-    from kernelzero.stage import publish, run_stage
-
-    async def counted(topic: str) -> int:
-        return sum((await log.end_offsets(topic)).values())
-
-    async def run(label: str, topic: str, stage: Any, workers: int = 1) -> None:
-        done = sum((await log.committed(stage.name, topic)).values())
-        task = progress.add_task(label, total=await counted(topic), completed=done)
-        await run_stage(log, Counted(stage, progress, task), idle_exit_s=1.0, max_records=workers, concurrency=workers)
-
-    proposed = await counted("modules.proposed")
-    if proposed < n:
-        proposer = Proposer(config.proposer, already_proposed=proposed)
-        await publish(log, await proposer.propose(n - proposed), producer_name="distill")
-    sandbox = validator_sandbox(config.evaluator, config.validator.device)  # contained as [evaluator] says
     try:
-        await run("validating modules", "modules.proposed", ValidatorStage(config.validator, KeepDuplicates(), sandbox))
-    finally:
-        sandbox.close()
-    await run("lowering with the teacher", "modules.accepted", TeacherStage(config.coder.target))
-    async with EvaluatorPool(config.evaluator) as pool:
-        await run("evaluating answers", "samples.generated", EvaluatorStage(pool), pool.workers)
+        module = synthesize(spec.apis, seed=spec.seed, scale=spec.scale).source
+    except SynthesisError:
+        return Made(spec=spec, failed="synthesis")
+    try:
+        answer = lower(module)
+    except NotLowerable as exc:
+        return Made(spec=spec, module=module, failed=f"declined:{exc.op}")
+    try:
+        check(module, answer)
+    except CheckFailed as exc:
+        return Made(spec=spec, module=module, answer=answer, failed=f"check: {str(exc)[:80]}")
+    return Made(spec=spec, module=module, answer=answer)
 
 
-def _rows(con: Any, config: Config, heldout_sets: set[str]) -> dict[str, list[dict]]:
-    from kernelzero.analytics.replay import replay_query
-    from kernelzero.analytics.views import view_parameters
+def _worker_start() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def make_all(specs: list[ModuleSpec], workers: int, progress: Any) -> list[Made]:
+    """Every spec through `make`, in spec order, over `workers` forked processes."""
+    import multiprocessing
+
+    task = progress.add_task("synthesizing, lowering, checking", total=len(specs))
+    made: list[Made] = []
+    with multiprocessing.get_context("fork").Pool(workers, initializer=_worker_start) as pool:
+        for result in pool.imap(make, specs, chunksize=16):
+            made.append(result)
+            progress.advance(task)
+    return made
+
+
+def _module_id(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def audit(config: Config, rows: list[Made], share: float, seed: int, progress: Any) -> tuple[list[Disagreement], int]:
+    """(every verdict but `correct`, how many were judged) for a random `share` of the rows (at least one), judged by the contained evaluator."""
+    import anyio
+
+    from kernelzero.gpu_workers import EvaluatorPool
+
+    rng = random.Random(f"audit:{seed}")
+    picked = rng.sample(rows, min(len(rows), max(1, round(share * len(rows))))) if share > 0 and rows else []
+    task = progress.add_task("auditing with the contained evaluator", total=len(picked))
+    found: list[Disagreement] = []
+
+    async def run() -> None:
+        async with EvaluatorPool(config.evaluator, use_cache=False) as pool:
+            async def judge(row: Made) -> None:
+                result = await pool.evaluate(row.module, row.answer)
+                if result.verdict != "correct":
+                    found.append(Disagreement(_module_id(row.module), result.verdict, result.reason))
+                progress.advance(task)
+
+            async with anyio.create_task_group() as group:
+                for row in picked:
+                    group.start_soon(judge, row)
+
+    anyio.run(run)
+    return found, len(picked)
+
+
+def rows_for(made: list[Made], config: Config, heldout: set[str]) -> dict[str, list[dict]]:
+    """The four sets: one Coder and one Proposer row per distinct module with a checked answer."""
+    from kernelzero.kit.coder_prompts import render_coder_prompt
     from kernelzero.producers.proposer import build_prompt
 
-    query = replay_query("sft")
-    params = {k: v for k, v in (view_parameters(config.analytics) | {"prompt_style": config.coder.prompt}).items()
-              if f"${k}" in query}
-    cursor = con.execute(query, params)
-    names = [d[0] for d in cursor.description]
-    coder = [dict(zip(names, row)) for row in cursor.fetchall()]
-    modules = con.execute("SELECT module_id, source, apis FROM modules WHERE status = 'accepted' ORDER BY module_id").fetchall()
-    proposer = [{"module_id": m, "apis": apis, "reference": source, "completion": answer(source),
-                 "prompt": build_prompt(apis, config.proposer.scale, config.proposer.prompt)}
-                for m, source, apis in modules]
     out: dict[str, list[dict]] = {name: [] for name in FILES}
-    for role, rows in (("coder", coder), ("proposer", proposer)):
-        for row in rows:
-            split = "heldout" if api_set_key(row["apis"]) in heldout_sets else "train"
-            out[f"{role}_{split}"].append({k: v for k, v in row.items() if k in ROW_FIELDS})
+    for row in made:
+        split = "heldout" if api_set_key(row.spec.apis) in heldout else "train"
+        base = {"module_id": _module_id(row.module), "apis": row.spec.apis, "reference": row.module}
+        out[f"coder_{split}"].append({**base, "completion": code_block(row.answer),
+                                      "prompt": render_coder_prompt(row.module, config.coder.target,
+                                                                    style=config.coder.prompt)})
+        out[f"proposer_{split}"].append({**base, "completion": code_block(row.module),
+                                         "prompt": build_prompt(row.spec.apis, row.spec.scale, config.proposer.prompt)})
     return out
 
 
-ROW_FIELDS = ("module_id", "sample_id", "apis", "prompt", "completion", "reference", "speedup")
-
-
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
+def write_jsonl(path: Path, rows: list[dict]) -> None:
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
+    partial.write_text("".join(json.dumps(r) + "\n" for r in rows))
     os.replace(partial, path)
 
 
-def _counts(con: Any, sql: str) -> dict[str, int]:
-    return {str(key): count for key, count in con.execute(sql).fetchall()}
+def _distinct(made: list[Made]) -> list[Made]:
+    seen: set[str] = set()
+    rows = []
+    for row in made:
+        if not row.failed and row.module not in seen:
+            seen.add(row.module)
+            rows.append(row)
+    return rows
 
 
-def distill(config: Config, out: Path, n: int, heldout_share: float) -> DistillReport:
-    """Run (or resume) the distillation in `out` and write the four JSON-lines sets; returns the report."""
-    import anyio
+def distill(config: Config, out: Path, n: int, heldout_share: float, audit_share: float = 0.02,
+            workers: int | None = None) -> DistillReport:
+    """Make, check, audit and split N modules; write the four sets and distill.json into `out`."""
     from rich.progress import Progress
 
-    from kernelzero.analytics.projection import Projection
-    from kernelzero.analytics.sync import sync_projection
-    from kernelzero.analytics.views import install_views
-    from kernelzero.log import open_log
-
     started = time.monotonic()
-
-    async def stages() -> None:
-        log = await open_log(config.log.url)
-        try:
-            with Progress(transient=False) as progress:
-                await _run_stages(config, log, n, progress)
-            with Projection(config.analytics.db) as projection:
-                await sync_projection(log, projection)
-        finally:
-            await log.close()
-
-    anyio.run(stages)
-    with Projection(config.analytics.db) as projection:
-        con = projection.con
-        install_views(con, config.analytics)
-        api_sets = [api_set_key(apis) for (apis,) in con.execute(
-            "SELECT apis FROM modules WHERE status = 'accepted'").fetchall()]
-        heldout = held_out(api_sets, heldout_share, config.proposer.seed)
-        rows = _rows(con, config, heldout)
-        for name, content in rows.items():
-            _write_jsonl(out / f"{name}.jsonl", content)
-        report = DistillReport(
-            modules=con.execute("SELECT count(*) FROM modules").fetchone()[0], accepted=len(api_sets),
-            lowered=con.execute("SELECT count(*) FROM samples WHERE source IS NOT NULL").fetchone()[0],
-            correct=con.execute("SELECT count(*) FROM evaluations WHERE verdict = 'correct'").fetchone()[0],
-            rows={name: len(content) for name, content in rows.items()}, heldout_sets=sorted(heldout),
-            declined=_counts(con, "SELECT reason, count(*) FROM samples WHERE source IS NULL GROUP BY ALL ORDER BY 2 DESC"),
-            verdicts=_counts(con, "SELECT e.verdict || ' ' || e.reason, count(*) FROM evaluations e JOIN samples s "
-                                  "USING (sample_id) WHERE s.source IS NOT NULL GROUP BY ALL ORDER BY 2 DESC"),
-            seconds=round(time.monotonic() - started, 1),
-        )
+    pool = api_pool(config)
+    proposer = config.proposer
+    specs = plan(pool, n, low=proposer.min_api_set_size or proposer.api_set_size, high=proposer.api_set_size,
+                 scale=proposer.scale, seed=proposer.seed)
+    with Progress(transient=False) as progress:
+        made = make_all(specs, workers or os.cpu_count() or 1, progress)
+        rows = _distinct(made)
+        disagreements, audited = audit(config, rows, audit_share, proposer.seed, progress)
+    wrong = {d.module_id for d in disagreements}
+    rows = [row for row in rows if _module_id(row.module) not in wrong]
+    heldout = held_out_combinations([row.spec.apis for row in rows], heldout_share, proposer.seed)
+    sets = rows_for(rows, config, heldout)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, content in sets.items():
+        write_jsonl(out / f"{name}.jsonl", content)
+    failed: dict[str, int] = {}
+    for row in made:
+        if row.failed:
+            failed[row.failed] = failed.get(row.failed, 0) + 1
+    report = DistillReport(modules=len(specs), rows={name: len(content) for name, content in sets.items()},
+                           heldout_sets=sorted(heldout), failed=dict(sorted(failed.items(), key=lambda kv: -kv[1])),
+                           audited=audited, disagreements=disagreements, api_pool=pool,
+                           seconds=round(time.monotonic() - started, 1))
     (out / "distill.json").write_text(msgspec.json.format(msgspec.json.encode(report)).decode())
     return report
 
 
-def distill_config(config: Config, out: Path) -> Config:
-    """A copy of the user's configuration pointed at the run directory, proposing with the synthesizer (the
-    caller's keeps its log and Proposer: the demo runs its loop with it after distilling)."""
-    config = copy.deepcopy(config)
-    config.log.url = f"embedded:{out / 'log.sqlite'}"
-    config.analytics.db = str(out / "analytics.duckdb")
-    config.proposer.backend = "synth"
-    return config
-
-
 def main(args, config: Config) -> int:
-    if args.modules < 1 or not 0.0 <= args.heldout_share < 1.0:
-        print("kernelzero distill: --modules must be >= 1 and --heldout-share in [0, 1)", file=sys.stderr)
+    if args.modules < 1 or not 0.0 <= args.heldout_share < 1.0 or not 0.0 <= args.audit_share <= 1.0:
+        print("kernelzero distill: --modules must be >= 1, --heldout-share in [0, 1) and --audit-share in [0, 1]",
+              file=sys.stderr)
+        return 2
+    if args.workers is not None and args.workers < 1:
+        print("kernelzero distill: --workers must be >= 1", file=sys.stderr)
         return 2
     out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    config = distill_config(config, out)
-    (out / "kernelzero.toml").write_text(dump_config(config))
-    report = distill(config, out, args.modules, args.heldout_share)
-    print(f"distill: {report.modules} modules, {report.accepted} accepted, {report.lowered} lowered, "
-          f"{report.correct} correct; rows {report.rows}; held-out API sets: {len(report.heldout_sets)}; "
-          f"{report.seconds:.0f} s; report in {out / 'distill.json'}")
+    report = distill(config, out, args.modules, args.heldout_share, args.audit_share, args.workers)
+    print(f"distill: {report.modules} modules, rows {report.rows}; held-out combinations {len(report.heldout_sets)}; "
+          f"audited {report.audited}, disagreements {len(report.disagreements)}; {report.seconds:.0f} s; "
+          f"report in {out / 'distill.json'}")
+    if report.rows["coder_heldout"] < MIN_MODULES:
+        print(f"distill: only {report.rows['coder_heldout']} held-out Coder rows; the held-out protocol wants "
+              f"{MIN_MODULES} (distill more modules)", file=sys.stderr)
     return 0

@@ -21,16 +21,21 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rows", required=True, metavar="FILE", help="held-out rows (JSON lines with reference, apis)")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N rows")
     parser.add_argument("--tag", default=None, help="names this measurement (default: the current time)")
+    parser.add_argument("--no-greedy", action="store_true",
+                        help="only the sampled group per module, not its greedy answer too")
 
 
-def heldout_events(rows: Sequence, tag: str) -> list[Event]:
-    """One held-out modules.accepted event per row (rows with `reference` and `apis`, as kernelzero.app.heldout_judge reads them)."""
+def heldout_events(rows: Sequence, tag: str, greedy: bool = True) -> list[Event]:
+    """Held-out modules.accepted events for rows with `reference` and `apis` (as kernelzero.app.heldout_judge reads
+    them): one per row for a group sampled at the Coder's temperature, and with `greedy` one more for its greedy answer."""
     events = []
     for index, row in enumerate(rows):
         fingerprint = hashlib.sha256(row.reference.encode()).hexdigest()
-        payload = ModuleAccepted(module_id=f"heldout-{tag}-{index:04d}", source=row.reference, apis=list(row.apis),
-                                 fingerprint=fingerprint, split="heldout")
-        events.append(make_event(payload, correlation_id=payload.module_id, producer="heldout"))
+        for decoding in ("sampled", "greedy") if greedy else ("sampled",):
+            payload = ModuleAccepted(module_id=f"heldout-{tag}-{index:04d}" + ("-greedy" if decoding == "greedy" else ""),
+                                     source=row.reference, apis=list(row.apis), fingerprint=fingerprint,
+                                     split="heldout", greedy=decoding == "greedy")
+            events.append(make_event(payload, correlation_id=payload.module_id, producer="heldout"))
     return events
 
 
@@ -46,7 +51,7 @@ def main(args, config) -> int:
     if not rows or not all(row.reference for row in rows):
         print(f"kernelzero heldout: {args.rows} holds no rows with a reference module", file=sys.stderr)
         return 2
-    events = heldout_events(rows, args.tag or time.strftime("%Y%m%d-%H%M%S"))
+    events = heldout_events(rows, args.tag or time.strftime("%Y%m%d-%H%M%S"), greedy=not args.no_greedy)
 
     publish_to(config.log.url, events, producer_name="heldout")
     print(f"published {len(events)} held-out modules to {config.log.url}")

@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+# Inputs every judge of a problem tries besides its own draws, each a factor on every floating-point
+# input: fp16 overflows and underflows, and the sign flipped (a problem drawing with torch.rand never
+# shows a kernel negative inputs: ReLU would pass as the identity).
+INPUT_SCALES = {"scaled_up": 1e5, "scaled_down": 1e-5, "negated": -1.0}
 
 
 class ProblemError(ValueError):

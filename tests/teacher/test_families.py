@@ -6,6 +6,7 @@ import pytest
 
 from kernelzero.producers.synthesizer import synthesize
 from kernelzero.producers.teacher import lower
+from kernelzero.producers.teacher_check import CheckFailed, check
 from tests.teacher.conftest import evaluate_pairs, module
 
 # Products of O(1) factors: a few percent of error in any one op shows in the output.
@@ -102,12 +103,19 @@ def _broken_softmax() -> str:
     return broken
 
 
-@pytest.fixture(scope="module")
-def verdicts(cache_dir) -> dict:
+def _pairs() -> dict[str, tuple[str, str]]:
     pairs = {name: (source, lower(source)) for name, source in FAMILIES.items()}
     pairs |= {name: (source, lower(source, max_kernels=2)) for name, source in TWO_KERNELS.items()}
     pairs["broken"] = (FAMILIES["softmax_family"], _broken_softmax())
-    return evaluate_pairs(pairs, cache_dir)
+    return pairs
+
+
+PAIRS = _pairs()
+
+
+@pytest.fixture(scope="module")
+def verdicts(cache_dir) -> dict:
+    return evaluate_pairs(PAIRS, cache_dir)
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -126,3 +134,16 @@ def test_module_lowered_to_two_kernels_is_correct(verdicts, name):
 
 def test_a_wrong_kernel_for_the_same_module_is_incorrect(verdicts):
     assert verdicts["broken"].verdict == "incorrect"
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_the_cheap_trusted_check_agrees_with_the_evaluator(verdicts, name):
+    # distillation checks the teacher with producers/teacher_check.py and audits only a share with the
+    # evaluator: on every family the two must come to the same answer
+    problem, answer = PAIRS[name]
+    try:
+        check(problem, answer)
+        passed = True
+    except CheckFailed:
+        passed = False
+    assert passed == (verdicts[name].verdict == "correct"), verdicts[name].evidence

@@ -20,7 +20,7 @@ from kernelzero.kit.models import TINY_QWEN2, build_random_model, load_model
 from kernelzero.schemas import PolicyUpdated
 from kernelzero.schemas.messages import TrainingSample
 
-CONFIG = TrainerConfig(lora_rank=4, kl_beta=0.05, micro_batch_size=2, learning_rate=1e-2, device="cpu")
+CONFIG = TrainerConfig(lora_rank=4, kl_beta=0.05, micro_batch_size=2, lora_learning_rate=1e-2, device="cpu")
 
 
 def batch() -> list[TrainingSample]:

@@ -88,7 +88,8 @@ def test_updates_raise_a_verifiable_reward(model_dir, lora_rank, learning_rate):
         torch.manual_seed(0)
         generator = torch.Generator().manual_seed(0)
         model, _ = load_model(str(model_dir), device="cpu")
-        config = TrainerConfig(lora_rank=lora_rank, lora_alpha=16, learning_rate=learning_rate, micro_batch_size=32)
+        config = TrainerConfig(lora_rank=lora_rank, lora_alpha=16, learning_rate=learning_rate,
+                               lora_learning_rate=learning_rate, micro_batch_size=32)
         learner = PolicyLearner(model, config)
         before = reward_of(draw(learner.model, 256, 8, generator)[0]).mean().item()
         for step in range(12):
@@ -146,9 +147,44 @@ def test_step_refuses_a_batch_with_nothing_to_train(model_dir):
 @pytest.mark.parametrize("lora_rank", [4, 0], ids=["lora-adapter-off", "frozen-copy"])
 def test_kl_to_the_reference_starts_at_zero_and_grows(model_dir, lora_rank):
     model, _ = load_model(str(model_dir), device="cpu")
-    learner = PolicyLearner(model, TrainerConfig(lora_rank=lora_rank, kl_beta=0.1, learning_rate=5e-2))
+    learner = PolicyLearner(model, TrainerConfig(lora_rank=lora_rank, kl_beta=0.1, learning_rate=5e-2,
+                                                lora_learning_rate=5e-2))
     batch = [sample(0, 1.0, old=(-6.0, -6.0)), sample(1, -1.0, old=(-6.0, -6.0))]
     first = learner.step(batch)
     second = learner.step([msgspec.structs.replace(s, policy_version=1) for s in batch])
     assert first["kl"] == pytest.approx(0.0, abs=1e-9)  # the policy is the reference before any update
     assert second["kl"] > 1e-6
+
+
+def _learner_after_one_step(model_dir, advantage: float, **settings) -> dict:
+    torch.manual_seed(0)
+    model, _ = load_model(str(model_dir), device="cpu")
+    learner = PolicyLearner(model, TrainerConfig(lora_rank=0, learning_rate=0.5, **settings))
+    batch = [sample(0, advantage, old=(-6.0, -6.0)), sample(1, -advantage, old=(-6.0, -6.0))]
+    return learner.step(batch)
+
+
+def test_the_trust_region_bounds_how_far_one_step_moves_the_policy(model_dir):
+    # a huge learning rate and advantages: unbounded, the step lands far from the start policy
+    free = _learner_after_one_step(model_dir, 1000.0, kl_beta=1e-6)
+    assert free["kl_to_start"] > 0.05 and free["trust_region_halvings"] == 0
+    bounded = _learner_after_one_step(model_dir, 1000.0, kl_max=0.05)
+    assert bounded["kl_to_start"] <= 0.05 and bounded["trust_region_halvings"] >= 1
+    # the bound does not depend on how large the advantage is
+    small = _learner_after_one_step(model_dir, 1.0, kl_max=0.05)
+    assert small["kl_to_start"] <= 0.05
+
+
+def test_resuming_keeps_the_kl_reference_at_the_policy_rl_started_from(model_dir, tmp_path):
+    config = TrainerConfig(lora_rank=0, learning_rate=5e-2, kl_beta=0.1, checkpoint_dir=str(tmp_path / "ckpt"))
+    learner = PolicyLearner.from_directory(str(model_dir), config, role="coder", device="cpu")
+    batch = [sample(0, 1.0, old=(-6.0, -6.0)), sample(1, -1.0, old=(-6.0, -6.0))]
+    learner.step(batch)
+    learner.save(config.checkpoint_dir)
+    moved = learner.step([msgspec.structs.replace(s, policy_version=1) for s in batch])["kl"]
+    resumed = PolicyLearner.from_directory(str(model_dir), config, role="coder", device="cpu",
+                                           checkpoint_root=config.checkpoint_dir)
+    assert resumed.version == 1
+    # measured against the start, the resumed policy (version 1) is as far from it as before the save
+    again = resumed.step([msgspec.structs.replace(s, policy_version=1) for s in batch])["kl"]
+    assert again == pytest.approx(moved, rel=1e-4) and again > 1e-6

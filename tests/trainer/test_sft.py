@@ -69,7 +69,7 @@ def test_the_sft_result_starts_rl_as_it_is(model_dir, tmp_path, lora_rank):
             lora_rank=lora_rank, device="cpu")
     coder = TransformersGenerator(str(tmp_path / "sft"), device="cpu")
     [[sample]] = coder.generate_sync([PAIRS[0]["prompt"]], 1, temperature=1.0, top_p=1.0, max_tokens=8)
-    config = TrainerConfig(lora_rank=4, learning_rate=1e-2, device="cpu", checkpoint_dir=str(tmp_path / "ckpt"))
+    config = TrainerConfig(lora_rank=4, lora_learning_rate=1e-2, device="cpu", checkpoint_dir=str(tmp_path / "ckpt"))
     learner = PolicyLearner.from_directory(str(tmp_path / "sft"), config, role="coder", device="cpu")
     trainable = [p for p in learner.model.parameters() if p.requires_grad]
     assert trainable, "the SFT weights load trainable (an adapter is continued, a full model gets a new one)"
@@ -95,10 +95,10 @@ def test_prompt_and_completion_are_tokenized_apart_as_a_generator_sees_them(tmp_
     from kernelzero.consumers.sft import tokenized
     from kernelzero.kit.models import build_tokenizer
 
-    # a tokenizer whose merges cross spaces and newlines would merge "Answer:\n```" into one token
-    texts = ["Answer:\n```python\nx = 1\n```\n"] * 50
+    # the tokenizer merges a dotted name with the punctuation before it: " = tl.load" is one token
+    texts = ["y = tl.load(x)\n"] * 50
     tokenizer = build_tokenizer(tmp_path, vocab_size=300, texts=texts)
-    pair = {"prompt": "Answer:\n", "completion": "```python\nx = 1\n```\n"}
+    pair = {"prompt": "y = tl", "completion": ".load(x)\n"}
     joint = tokenizer(pair["prompt"] + pair["completion"])["input_ids"]
     prompt = tokenizer(pair["prompt"])["input_ids"]
     assert joint[:len(prompt)] != prompt, "this corpus merges across the boundary"

@@ -1,0 +1,277 @@
+"""`kernelzero experiment`: does reinforcement learning make the Coder better on modules it never trained on? Arms from one SFT checkpoint with the same sample budget, judged by the held-out protocol against a control at learning rate 0; a benchmark that reports what it measured, not a test that passes.
+
+Arms (`--arms`, default a,b,c):
+  a  CA-GRPO with frontier sampling, the Proposer trained;
+  b  CA-GRPO with uniform API-set sampling, the Proposer frozen;
+  c  control: arm a's pipeline at learning rate 0 (versions advance and are published, weights do not move).
+Every arm starts from the same bootstrap (kernelzero/app/bootstrap.py: the demo's distillation, tokenizer and
+SFT, cached) in a run directory of its own (embedded log, analytics, checkpoints) and runs `--rounds` rounds of
+`--modules` proposed modules with `--group-size` samples each. Version 0 is the same policy in every arm, so the
+held-out modules (kernelzero/kit/heldout_protocol.py) are measured at version 0 once, in `start/`; each arm
+measures them again every `--measure-every` rounds and at its end: pass@1 sampled at the Coder's temperature
+(group-size samples a module) and greedy, with Wilson intervals over modules; and at the end the per-module paired
+difference of each arm against the control, with a bootstrap interval over modules. An arm whose directory holds
+arm.json is read back instead of run again (so an interrupted experiment continues with the next arm); an arm
+interrupted midway is run again from its start. experiment.json holds every number, experiment.md the table,
+heldout.png and verdicts.png the curves.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import time
+from pathlib import Path
+
+from kernelzero.app.demo import (STAGES, add_loop_arguments, loop_config, measure_heldout, quiet_libraries, run_stages,
+                                 self_check, summarize, warm_start)
+from kernelzero.config import Config, dump_config
+
+ARMS = {
+    "a": "CA-GRPO, frontier sampling, Proposer trained",
+    "b": "CA-GRPO, uniform API sets, Proposer frozen",
+    "c": "control: arm a at learning rate 0",
+}
+CONTROL = "c"
+# per held-out row (its index in the rows file) and decoding: the share of its samples judged correct
+PER_MODULE = """
+SELECT regexp_extract(a.module_id, '^heldout-.*-(\\d{4})(-greedy)?$', 1)::INT AS row_index,
+       CASE WHEN s.temperature = 0 THEN 'greedy' ELSE 'sampled' END AS decoding, avg(a.passed::INT) AS pass_rate
+FROM attempts a LEFT JOIN samples s USING (sample_id)
+WHERE a.split = 'heldout' AND a.module_id LIKE ? GROUP BY ALL ORDER BY ALL
+"""
+CURVE = {"curve": "SELECT * FROM learning_curve",
+         "verdicts": "SELECT policy_version, verdict, count(*) AS samples FROM attempts WHERE split = 'train' "
+                     "GROUP BY ALL ORDER BY ALL"}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--out", default=None, metavar="DIR", help="run directory (default: runs/experiment-TIMESTAMP)")
+    parser.add_argument("--arms", default="a,b,c", help="arms to run, of a, b, c (default a,b,c)")
+    parser.add_argument("--rounds", type=int, default=8, help="propose-code-evaluate-train rounds per arm (default 8)")
+    parser.add_argument("--measure-every", type=int, default=4, metavar="R",
+                        help="measure the held-out modules every R rounds as well as at the end (default 4)")
+    add_loop_arguments(parser)
+    parser.set_defaults(heldout=64, group_size=8, modules=8)
+
+
+def pointed_at(base: Config, out: Path) -> Config:
+    """A copy of the base configuration with its log, analytics and checkpoints in `out`."""
+    config = copy.deepcopy(base)
+    config.log.url = f"embedded:{out / 'log.sqlite'}"
+    config.analytics.db = str(out / "analytics.duckdb")
+    config.trainer.checkpoint_dir = str(out / "checkpoints")
+    return config
+
+
+def arm_config(base: Config, arm: str, out: Path) -> Config:
+    """The arm's configuration: the base pointed at `out`, changed only where the arm differs."""
+    config = pointed_at(base, out)
+    if arm == "b":
+        config.proposer.sampling, config.trainer.proposer_steps = "uniform", 0
+    elif arm == CONTROL:
+        config.trainer.learning_rate = config.trainer.lora_learning_rate = 0.0
+    return config
+
+
+def per_module(config: Config, tag: str) -> dict[str, dict[int, float]]:
+    """decoding -> held-out row index -> pass rate, for the measurement named `tag`."""
+    import argparse
+
+    from kernelzero.analytics.db import analytics_connection
+
+    where = argparse.Namespace(db=None, broker=None, rebuild=False, no_update=False)
+    rates: dict[str, dict[int, float]] = {"sampled": {}, "greedy": {}}
+    with analytics_connection(where, config) as con:
+        for index, decoding, rate in con.execute(PER_MODULE, [f"heldout-{tag}-%"]).fetchall():
+            rates[decoding][index] = rate
+    return rates
+
+
+def summary_of(rates: dict[int, float], modules: int) -> dict:
+    """pass@1 over the modules measured, with Wilson's interval; how many of `modules` were measured."""
+    from kernelzero.kit.heldout_protocol import wilson
+
+    measured = len(rates)
+    mean = sum(rates.values()) / measured if measured else 0.0
+    low, high = wilson(mean, measured)
+    return {"pass_at_1": mean, "low": low, "high": high, "modules": measured, "of": modules}
+
+
+def paired(arm: dict[int, float], control: dict[int, float]) -> dict:
+    """The arm minus the control on the modules both measured, with a bootstrap interval over modules."""
+    from kernelzero.kit.heldout_protocol import paired_difference
+
+    common = sorted(set(arm) & set(control))
+    if not common:
+        return {"modules": 0}
+    mean, low, high = paired_difference([arm[i] for i in common], [control[i] for i in common])
+    return {"difference": mean, "low": low, "high": high, "modules": len(common)}
+
+
+def run_arm(console, base: Config, arm: str, out: Path, rows: Path, args, started: float) -> dict:
+    """One arm's rounds and measurements in `out`; what it measured (also written to out/arm.json)."""
+    done = out / "arm.json"
+    if done.exists():
+        console.print(f"arm {arm}: read back from {done}")
+        return json.loads(done.read_text())
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    config = arm_config(base, arm, out)
+    config_path = out / "kernelzero.toml"
+    config_path.write_text(dump_config(config))
+    arm_started = time.monotonic()
+    tags = []
+    for number in range(1, args.rounds + 1):
+        code = run_stages(console, STAGES, config_path, f"arm {arm}: round {number}/{args.rounds}", started)
+        measure = number == args.rounds or number % max(1, args.measure_every) == 0
+        if not code and measure:
+            tags.append(f"r{number}")
+            code = measure_heldout(console, config_path, rows, args.heldout, tags[-1], started)
+        if code:
+            raise RuntimeError(f"arm {arm}: round {number} failed (exit {code}); see the messages above")
+    result = {"arm": arm, "what": ARMS[arm], "seconds": round(time.monotonic() - arm_started, 1),
+              "final": per_module(config, tags[-1]), **summarize(config, CURVE)}
+    done.write_text(json.dumps(result, indent=2, default=str))
+    return result
+
+
+def measure_start(console, base: Config, out: Path, rows: Path, args, started: float) -> dict:
+    """Version 0 on the held-out modules, once for every arm (read back when out/start.json exists)."""
+    done = out / "start.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    shutil.rmtree(out / "start", ignore_errors=True)
+    config = pointed_at(base, out / "start")
+    (out / "start").mkdir(parents=True)
+    config_path = out / "start" / "kernelzero.toml"
+    config_path.write_text(dump_config(config))
+    code = measure_heldout(console, config_path, rows, args.heldout, "v0", started)
+    if code:
+        raise RuntimeError(f"the version-0 measurement failed (exit {code})")
+    result = per_module(config, "v0")
+    done.write_text(json.dumps(result))
+    return result
+
+
+def results(start: dict, arms: dict[str, dict], modules: int) -> dict:
+    """Per arm: pass@1 at version 0 and at the end, sampled and greedy, and the paired difference to the control."""
+    table = {}
+    for arm, measured in arms.items():
+        row = {"what": ARMS[arm], "seconds": measured["seconds"]}
+        for decoding in ("sampled", "greedy"):
+            v0 = {int(k): v for k, v in start[decoding].items()}
+            end = {int(k): v for k, v in measured["final"][decoding].items()}
+            row[decoding] = {"start": summary_of(v0, modules), "end": summary_of(end, modules)}
+            if CONTROL in arms and arm != CONTROL:
+                control = {int(k): v for k, v in arms[CONTROL]["final"][decoding].items()}
+                row[decoding]["minus_control"] = paired(end, control)
+        curve = [r for r in measured["curve"] if r.get("train_samples")]
+        row["train_pass_rate"] = {"first": curve[0]["train_pass_rate"] if curve else None,
+                                  "lowest": min((r["train_pass_rate"] for r in curve), default=None),
+                                  "last": curve[-1]["train_pass_rate"] if curve else None,
+                                  "samples": sum(r["train_samples"] for r in curve)}
+        row["kl_to_start_last"] = next((r["kl_to_start"] for r in reversed(measured["curve"])
+                                        if r.get("kl_to_start") is not None), None)
+        table[arm] = row
+    return table
+
+
+def markdown(table: dict, args) -> str:
+    def interval(s: dict) -> str:
+        return f"{s['pass_at_1']:.3f} [{s['low']:.3f}, {s['high']:.3f}] (n={s['modules']})"
+
+    def difference(d: dict | None) -> str:
+        return "" if not d or not d.get("modules") else f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+
+    lines = [f"Rounds {args.rounds}, {args.modules} modules proposed a round, G = {args.group_size}; "
+             f"{args.heldout} held-out modules; pass@1 with Wilson 95% intervals over modules; differences to the "
+             "control paired by module with a 95% bootstrap interval.", "",
+             "| arm | held-out pass@1 sampled, v0 -> end | minus control | greedy, v0 -> end | minus control "
+             "| training pass rate first / lowest / last (samples) | KL to start | seconds |",
+             "|---|---|---|---|---|---|---|---|"]
+    for arm, row in table.items():
+        s, g, t = row["sampled"], row["greedy"], row["train_pass_rate"]
+        rates = " / ".join("-" if t[k] is None else f"{t[k]:.2f}" for k in ("first", "lowest", "last"))
+        kl = "-" if row["kl_to_start_last"] is None else f"{row['kl_to_start_last']:.4f}"
+        lines.append(f"| {arm}: {row['what']} | {interval(s['start'])} -> {interval(s['end'])} | "
+                     f"{difference(s.get('minus_control'))} | {interval(g['start'])} -> {interval(g['end'])} | "
+                     f"{difference(g.get('minus_control'))} | {rates} ({t['samples']}) | {kl} | {row['seconds']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(start: dict, arms: dict[str, dict], out: Path) -> None:
+    """heldout.png: held-out pass@1 (sampled) by policy version per arm; verdicts.png: the verdict mix by version."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    v0 = list(start["sampled"].values())
+    for arm, measured in arms.items():
+        points = [(0, sum(v0) / len(v0) if v0 else 0.0, None, None)] + [
+            (r["policy_version"], r["heldout_pass_at_1"], r["heldout_low"], r["heldout_high"])
+            for r in measured["curve"] if r.get("heldout_pass_at_1") is not None]
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        errors = [[0 if p[2] is None else p[1] - p[2] for p in points], [0 if p[3] is None else p[3] - p[1] for p in points]]
+        ax.errorbar(xs, ys, yerr=errors, marker="o", capsize=3, label=f"{arm}: {ARMS[arm]}")
+    ax.set(xlabel="Coder policy version", ylabel="held-out pass@1 (sampled)", ylim=(0, 1),
+           title="Held-out pass@1 by policy version (Wilson 95% over modules)")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(out / "heldout.png", dpi=120)
+    plt.close(fig)
+    fig, axes = plt.subplots(1, max(1, len(arms)), figsize=(5 * max(1, len(arms)), 4), squeeze=False)
+    for ax, (arm, measured) in zip(axes[0], arms.items()):
+        versions = sorted({r["policy_version"] for r in measured["verdicts"]})
+        verdicts = sorted({r["verdict"] for r in measured["verdicts"]})
+        totals = {v: sum(r["samples"] for r in measured["verdicts"] if r["policy_version"] == v) for v in versions}
+        for verdict in verdicts:
+            ax.plot(versions, [sum(r["samples"] for r in measured["verdicts"]
+                                   if r["policy_version"] == v and r["verdict"] == verdict) / totals[v]
+                               for v in versions], marker=".", label=verdict)
+        ax.set(title=f"arm {arm}: training verdicts", xlabel="Coder policy version", ylabel="share", ylim=(0, 1))
+        ax.legend(fontsize="x-small")
+    fig.tight_layout()
+    fig.savefig(out / "verdicts.png", dpi=120)
+    plt.close(fig)
+
+
+def main(args, config: Config) -> int:
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if not arms or set(arms) - set(ARMS) or args.rounds < 1:
+        console.print(f"[red]kernelzero experiment: --arms takes a comma-separated subset of {', '.join(ARMS)} "
+                      "and --rounds must be >= 1[/red]")
+        return 2
+    quiet_libraries()
+    out = Path(args.out or f"runs/experiment-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    base = loop_config(config, out / "start", args)
+    console.rule(f"KernelZero experiment in {out}: arms {', '.join(arms)}")
+    if not self_check(console, base):
+        console.print("[red]the evaluator rejects the known-good example: stopping[/red]")
+        return 1
+    started = time.monotonic()
+    boot = warm_start(console, base, args, started)
+    rows = Path(boot.distill_dir) / "coder_heldout.jsonl"
+    available = sum(1 for line in rows.read_text().splitlines() if line.strip())
+    if available < args.heldout:
+        console.print(f"[red]only {available} held-out modules were distilled, {args.heldout} asked for: "
+                      "distill more (--distill)[/red]")
+        return 2
+    start = measure_start(console, base, out, rows, args, started)
+    measured = {arm: run_arm(console, base, arm, out / f"arm-{arm}", rows, args, started) for arm in arms}
+    table = results(start, measured, args.heldout)
+    plot(start, measured, out)
+    report = {"arms": table, "settings": {k: v for k, v in vars(args).items() if k != "func"},
+              "bootstrap": {"distill_dir": boot.distill_dir, "sft": boot.sft},
+              "seconds": round(time.monotonic() - started, 1)}
+    (out / "experiment.json").write_text(json.dumps(report, indent=2, default=str))
+    (out / "experiment.md").write_text(markdown(table, args))
+    console.print(markdown(table, args))
+    console.print(f"results: {out / 'experiment.md'}, {out / 'experiment.json'}, plots {out / 'heldout.png'}")
+    return 0

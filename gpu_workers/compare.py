@@ -28,6 +28,7 @@ _sub, _mul, _add, _gt, _ne = torch.sub, torch.mul, torch.add, torch.gt, torch.ne
 _view_as_real, _resolve_conj, _as_tensor = torch.view_as_real, torch.resolve_conj, torch.tensor
 _storage_bytes = torch.UntypedStorage.nbytes
 _or, _and, _not = torch.logical_or, torch.logical_and, torch.logical_not
+_arange, _xor, _rshift, _bor = torch.arange, torch.bitwise_xor, torch.bitwise_right_shift, torch.bitwise_or
 _TENSOR = torch.Tensor
 
 
@@ -254,24 +255,37 @@ def compare_or_blame(expected: list[Any], got: Any, rtol: float, atol: float) ->
 
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)  # splitmix64's constants
+_WORD = 1 << 64
 
 
-def unchanged(buf: torch.Tensor, src: torch.Tensor) -> bool:
-    """Whether the candidate's buffer still holds the trial's values bit for bit; a buffer it broke has changed."""
-    if not fits_storage(buf):  # reading it would reach past its storage
-        return False
-    try:
-        return _bit_identical(buf, src)
-    except RuntimeError:
-        _bit_identical(src, src)  # raises when the check itself is broken: then the fault is ours
-        return False
+def _signed(c: int) -> int:
+    return c - _WORD if c >= 1 << 63 else c
 
 
-def _bit_identical(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Same shape, dtype and bits (NaN payloads and -0.0 included), compared as integers: no float temporaries."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.is_complex():
-        a, b = torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj())
-    bits = _BITS[a.element_size()]  # every real dtype has 1, 2, 4 or 8 bytes
-    return bool(torch.equal(a.reshape(-1).view(bits), b.reshape(-1).view(bits)))
+def position_weights(n: int, key: int, device: torch.device) -> torch.Tensor:
+    """Odd pseudo-random int64 weights for positions 0..n-1 from `key`: splitmix64's finaliser, wrapping at 64 bits."""
+    z = _mul(_add(_arange(n, dtype=torch.int64, device=device), _signed(key % _WORD)), _signed(_MIX[0]))
+    z = _mul(_xor(z, _rshift(z, 30)), _signed(_MIX[1]))
+    z = _mul(_xor(z, _rshift(z, 27)), _signed(_MIX[2]))
+    return _bor(_xor(z, _rshift(z, 31)), 1)
+
+
+def fingerprint(t: torch.Tensor, weights: torch.Tensor) -> tuple:
+    """An input's form and a keyed sum of its bits: equal before and after a call unless the call changed it.
+
+    The sum weighs each element's bits (an integer of its width) by `weights` (position_weights; one per
+    element of a CHUNK, each chunk's sum times its own odd factor), wrapping at 64 bits: any change to
+    one element changes it, and changes that cancel need the weights, drawn per evaluation before
+    candidate code exists. Raises where `t` cannot be read (a storage shrunk under it).
+    """
+    if not fits_storage(t):
+        raise RuntimeError("the tensor's storage is smaller than its shape needs")
+    form = (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
+    flat = _reshape(_view_as_real(_resolve_conj(t)) if t.is_complex() else t, (-1,))
+    bits = _view(flat, _BITS[flat.element_size()])
+    total = 0
+    for k, start in enumerate(range(0, _numel(bits), CHUNK)):
+        part = _to(bits[start:start + CHUNK], torch.int64)
+        total += int(_item(_sum(_mul(part, weights[:_numel(part)])))) * (2 * k + 1)
+    return form, total % _WORD

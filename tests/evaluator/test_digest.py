@@ -109,3 +109,36 @@ def test_a_digest_blames_the_output_only_when_it_judges_itself_cleanly(monkeypat
 def test_the_size_a_digest_is_planned_at_is_its_size() -> None:
     for t in (ref(), torch.randint(0, 9, (70001,)), torch.complex(ref(), ref()), torch.ones(3)):
         assert digest.make(t).nbytes == digest.nbytes_for(t)
+
+
+@pytest.mark.parametrize("candidate, verdict", [
+    ("correct_whole", ("correct", "ok")),
+    ("timed_partial_after_12_calls", ("incorrect", "unwritten_output")),
+    ("timed_plausible_after_12_calls", ("incorrect", "output_mismatch")),
+    ("memo_fingerprint", ("rejected", "memoized_output")),  # the permuted trial's digest against trial 0's whole
+])
+def test_an_evaluation_that_keeps_only_trial_0_whole_judges_the_rest_by_digests(tmp_path, monkeypatch, candidate,
+                                                                                verdict) -> None:
+    """The plan of a problem too large for every output whole, on the CPU: a fork of this process runs the job."""
+    import dataclasses
+    from pathlib import Path
+
+    import msgspec
+
+    from kernelzero.config import EvaluatorConfig
+    from kernelzero.gpu_workers import trial, zygote
+    from kernelzero.schemas.messages import Job, JobAnswer
+
+    planned = trial.TrialRun._plan
+    monkeypatch.setattr(trial.TrialRun, "_plan", lambda self, fp: dataclasses.replace(planned(self, fp), whole_outputs=1))
+    monkeypatch.setattr(digest, "SAMPLES", 64)  # of the 512 elements, and sums of 32: a digest, not a copy
+    monkeypatch.setattr(digest, "BLOCKS", 16)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    here = Path(__file__).parent
+    job = Job(problem_src=(here / "problems" / "relu.py").read_text(),
+              candidate_src=(here / "candidates" / f"{candidate}.py").read_text(), device="cpu",
+              scratch_dir=str(tmp_path), config=EvaluatorConfig(device="cpu", timeout_s=60))
+    result = msgspec.msgpack.decode(zygote.run_forked(job), type=JobAnswer).result
+    assert (result.verdict, result.reason) == verdict, result.evidence
+    if verdict[0] == "incorrect":  # a timing set's output, judged by its digest
+        assert result.evidence["phase"] == "timing" and "judged by a digest" in result.evidence["detail"]

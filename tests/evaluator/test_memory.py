@@ -208,3 +208,19 @@ def test_a_memory_shortfall_is_not_cached_nor_makes_the_problem_unusable() -> No
     assert shortfall.reason.startswith(NOT_CACHED_PREFIX) and _transient_shortfall(shortfall)
     whole = evaluation("problem_error", "reference_out_of_memory", evidence={"whole_gpu": "yes"})
     assert not _transient_shortfall(whole)
+
+
+def test_a_capped_card_is_planned_as_the_smaller_card_and_capped_against_the_real_one(monkeypatch) -> None:
+    import torch
+    from kernelzero.config import EvaluatorConfig
+    from kernelzero.gpu_workers import device_turns, trial
+    from kernelzero.schemas.messages import Job
+    fractions = []
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (80 * GB, 85 * GB))  # an idle H100
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, device=None: fractions.append(f))
+    monkeypatch.setattr(device_turns, "for_device", lambda index: type("Turns", (), {"share": lambda self: None})())
+    run = trial.TrialRun(Job(problem_src="", candidate_src="", device="cuda:0", scratch_dir="/nonexistent",
+                             config=EvaluatorConfig(gpu_memory_cap_gb=40), gpu_sharing=4))
+    run._start_gpu()
+    assert (run.gpu_bytes, run.usable) == (40 * GB, CAP_40_USABLE)
+    assert run.ledger.cap_bytes == CAP_40_USABLE // 4 and fractions == [CAP_40_USABLE // 4 / (85 * GB)]

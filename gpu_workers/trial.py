@@ -333,7 +333,7 @@ class TrialRun:
         except BaseException as exc:  # noqa: BLE001  (the candidate's constructor)
             raise EarlyVerdict("runtime_error", "init_failed", error=short(exc)) from None
         self.ledger.after_construction(before_import)
-        # every call, timed or not, is preceded by the same L2 flush (timing.py): its buffer lives from the first
+        # every call, timed or not, follows the same L2 flush (timing.py): its buffer lives from the first call on
         self.flush = timing.flush_buffer() if self.device.type == "cuda" else None
         self.ledger.hold(nbytes([self.flush]))
         weights = [*self.model.parameters(), *self.model.buffers()]
@@ -376,12 +376,10 @@ class TrialRun:
         return self.buffers
 
     def _before_call(self, s: int) -> list[Any]:
-        """What precedes every candidate call, timed or not: set `s` refilled into the buffers, memory poisoned, L2 flushed."""
+        """What precedes every candidate call, timed or not: set `s` refilled into the buffers, their checksums, memory poisoned."""
         self._refill(s)
         self.input_prints = [compare.fingerprint(t, self.input_weights) for t in tensors(self.buffers)]
         self._poison_allocator(self.expected[0])
-        if self.flush is not None:
-            self.flush.zero_()
         self.launches.reset()
         self.ledger.start_call()
         self.calls += 1
@@ -413,6 +411,8 @@ class TrialRun:
         """One untimed candidate call on set `s` (inside `within`: the op recorder, the profiler); its integrity checked."""
         name = self.sets.names[s]
         args = self._before_call(s)
+        if self.flush is not None:  # as timing.py flushes before a timed call
+            self.flush.zero_()
         with torch.no_grad(), _filled_memory(fill):
             with within if within is not None else contextlib.nullcontext():
                 out = self._candidate_call(name, self.model, *args)

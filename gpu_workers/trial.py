@@ -378,7 +378,8 @@ class TrialRun:
     def _before_call(self, s: int) -> list[Any]:
         """What precedes every candidate call, timed or not: set `s` refilled into the buffers, their checksums, memory poisoned."""
         self._refill(s)
-        self.input_prints = [compare.fingerprint(t, self.input_weights) for t in tensors(self.buffers)]
+        self.input_prints = {i: compare.fingerprint(t, self.input_weights) for i, t in enumerate(self.buffers)
+                             if isinstance(t, torch.Tensor)}
         self._poison_allocator(self.expected[0])
         self.launches.reset()
         self.ledger.start_call()
@@ -398,9 +399,9 @@ class TrialRun:
     def _changed_inputs(self) -> list[int]:
         """Which input tensors the call changed: their form or bits (compare.fingerprint), or left unreadable."""
         changed = []
-        for i, (t, before) in enumerate(zip(tensors(self.buffers), self.input_prints)):
+        for i, before in self.input_prints.items():
             try:
-                after = compare.fingerprint(t, self.input_weights)
+                after = compare.fingerprint(self.buffers[i], self.input_weights)
             except RuntimeError:  # it was read before the call: the call broke it
                 after = None
             if after != before:

@@ -2,6 +2,7 @@
 
 Usage: python bench/kernelbench_sweep.py --kb DIR --out DIR [--levels 1,2] [--workers-per-gpu N] [--limit N] [--only L:P,...]
                                          [--budget-s S] [--device cuda|cpu] [--dry-run] [--sandbox on|off]
+                                         [--gpu-memory-cap-gb G]
 `--kb` holds KernelBench/levelN (or levelN) problem files. For each problem the copy candidate is
 generated here, at run time (nothing of KernelBench is written to disk but under --out's own
 runs), and evaluated by EvaluatorPool with the result cache off; its verdict, reason and seconds
@@ -9,8 +10,9 @@ go to DIR/results.json and DIR/results.md, and a summary (counts by verdict) is 
 A copy candidate that is not rejected (nor its problem excluded as unusable) is listed loudly.
 `--dry-run` shrinks every problem's module-level sizes (integers above 16 become 16) and runs on
 the CPU: it tests this script's plumbing, not the problems at their real sizes. Problems not
-started when `--budget-s` runs out are listed as not run. It does NOT time anything (copy
-candidates are rejected before timing).
+started when `--budget-s` runs out are listed as not run. `--gpu-memory-cap-gb` evaluates as if
+the GPU had that many GB. The table gives each problem's memory need as planned (the `memory`
+evidence). It does NOT time anything (copy candidates are rejected before timing).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any, Callable
 
 
 SHRINK_TO = 16
@@ -104,14 +107,23 @@ def problem_paths(kb: Path, level: int) -> list[Path]:
     raise SystemExit(f"no level{level} folder under {kb}")
 
 
-async def sweep(paths: list[tuple[int, Path]], args, cache_dir: str) -> tuple[list[dict], float]:
+def need_gb(row: dict) -> str:
+    """The planned need from a row's `memory` evidence ("need 27 GB (floor ...) ..."), or empty."""
+    found = re.match(r"need ([0-9.e+]+) GB", row.get("evidence", {}).get("memory", ""))
+    return found.group(1) if found else ""
+
+
+async def sweep(paths: list[tuple[int, Path]], args, cache_dir: str, on_row: Callable[[dict], None] | None = None,
+                **config: Any) -> tuple[list[dict], float]:
+    """Rows of the copy candidates' verdicts (`on_row` gets each as it comes); `config` overrides the evaluator's."""
     from kernelzero.config import EvaluatorConfig
     from kernelzero.gpu_workers import EvaluatorPool
     from kernelzero.gpu_workers.pool import resolve_devices
 
     contained = args.sandbox == "on"
-    config = EvaluatorConfig(device=args.device, workers_per_gpu=args.workers_per_gpu, timeout_s=args.timeout_s,
-                             cache_dir=cache_dir, sandbox=contained, require_sandbox="auto" if contained else False)
+    config = EvaluatorConfig(**{"device": args.device, "workers_per_gpu": args.workers_per_gpu,
+                                "timeout_s": args.timeout_s, "cache_dir": cache_dir, "sandbox": contained,
+                                "require_sandbox": "auto" if contained else False, **config})
     started = time.monotonic()
     rows: list[dict] = []
     async with EvaluatorPool(config, device=args.device, use_cache=False) as pool:
@@ -132,6 +144,8 @@ async def sweep(paths: list[tuple[int, Path]], args, cache_dir: str) -> tuple[li
                             if k in result.evidence}
                 rows.append({**row, "verdict": result.verdict, "reason": result.reason,
                              "seconds": round(time.monotonic() - t0, 2), "evidence": evidence})
+                if on_row is not None:
+                    on_row(rows[-1])
                 print(f"level {level} {path.stem}: {result.verdict} {result.reason} ({rows[-1]['seconds']} s)",
                       file=sys.stderr, flush=True)
 
@@ -147,8 +161,9 @@ def render(rows: list[dict], wall_s: float, args) -> str:
              f"device {args.device}, workers_per_gpu {args.workers_per_gpu}, {len(rows)} problems, "
              f"wall {wall_s:.0f} s", "",
              "containment: " + ("; ".join(sorted({r.get("evidence", {}).get("sandbox") or "none recorded" for r in rows}))),
-             "", "| level | problem | verdict | reason | seconds |", "|---|---|---|---|---:|"]
-    lines += [f"| {r['level']} | {r['name']} | {r['verdict']} | {r['reason']} | {r['seconds']} |" for r in rows]
+             "", "| level | problem | verdict | reason | need GB | seconds |", "|---|---|---|---|---:|---:|"]
+    lines += [f"| {r['level']} | {r['name']} | {r['verdict']} | {r['reason']} | {need_gb(r)} | {r['seconds']} |"
+              for r in rows]
     lines += ["", "## Counts by verdict", ""] + [f"- {key}: {n}" for key, n in sorted(counts.items())]
     if loud:
         lines += ["", f"## !!! {len(loud)} COPY CANDIDATES NOT REJECTED !!!", ""]
@@ -172,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="shrunk sizes on the CPU: the plumbing only")
     parser.add_argument("--sandbox", choices=("on", "off"), default="on",
                         help="off: candidates run uncontained (only where the machine refuses containment)")
+    parser.add_argument("--gpu-memory-cap-gb", type=float, default=0.0, help="evaluate as if the GPU had this many GB")
     args = parser.parse_args(argv)
     if args.dry_run:
         args.device = "cpu"
@@ -181,10 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         paths = [(level, p) for level, p in paths if (level, int(p.stem.split("_", 1)[0])) in wanted]
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kz-sweep-") as cache_dir:
-        rows, wall_s = asyncio.run(sweep(paths, args, cache_dir))
+        rows, wall_s = asyncio.run(sweep(paths, args, cache_dir, gpu_memory_cap_gb=args.gpu_memory_cap_gb))
     report = render(rows, wall_s, args)
     (args.out / "results.json").write_text(json.dumps({
         "device": args.device, "workers_per_gpu": args.workers_per_gpu, "dry_run": args.dry_run,
+        "gpu_memory_cap_gb": args.gpu_memory_cap_gb,
         "wall_s": round(wall_s, 1), "problems": rows}, indent=1))
     (args.out / "results.md").write_text(report)
     print(report)

@@ -42,8 +42,8 @@ class MemoryLedger:
         self.on_cuda = device.type == "cuda"
         self.footprint: memory.Footprint | None = None
         self.cap_bytes = 0  # the allocator's cap for this evaluation (trial.py sets it with its share or alone)
-        self.held_base = 0  # bytes the evaluator holds during the trials (its own, the candidate's weights allowance)
-        self.held_now = 0  # held_base and the current call's inputs
+        self.held_base = 0  # bytes the evaluator holds during the calls (its own, the candidate's weights allowance)
+        self.held_now = 0  # held_base when the current call began
         self.call_base = 0  # bytes allocated when the current candidate call began
         self.candidate_held = 0  # bytes the candidate held beyond the evaluator's after its last call (its output too)
 
@@ -62,7 +62,7 @@ class MemoryLedger:
         return torch.cuda.max_memory_allocated(self.device) - base if self.on_cuda else 0
 
     def draw_peak(self, draws: list[Callable[[], list[Any]]]) -> int:
-        """The largest peak of these draws of a trial's inputs, each at least its values' bytes; 0 off CUDA (unmeasured)."""
+        """The largest peak of these draws of a set of inputs, each at least its values' bytes; 0 off CUDA (unmeasured)."""
         if not self.on_cuda:
             return 0
         peak = 0
@@ -85,13 +85,13 @@ class MemoryLedger:
         self.end_call()
 
     def hold(self, nbytes_held: int) -> None:
-        """Bytes the evaluator holds from now on (the candidate's input buffers)."""
+        """Bytes the evaluator holds from now on (the candidate's input buffers, the L2 flush)."""
         self.held_base += nbytes_held
 
-    def start_call(self, values_bytes: int = 0) -> None:
-        """Before a candidate call: the call's base, and the evaluator's bytes with the trial's values."""
+    def start_call(self) -> None:
+        """Before a candidate call (its inputs refilled, nothing else of ours alive): the call's base."""
         self.call_base = self.mark()
-        self.held_now = self.held_base + values_bytes
+        self.held_now = self.held_base
 
     def end_call(self) -> None:
         """After a candidate call: what it holds now beyond the evaluator's (its output included)."""

@@ -18,7 +18,11 @@ from kernelzero.schemas import Evaluation
 #    cached `runtime_error out_of_memory` results of version 3 may have been such shortfalls.
 # 5: the torch.compile'd reference compiled in the trial's own thread: inductor's compile pool, started late, made
 #    correct candidates `rejected background_thread` (timed runs on a GPU); threads compared as objects, not counted.
-EVALUATOR_VERSION = "kz-eval-5"
+# 6: every candidate call is judged, timed ones included (the same buffers and poisoning, inputs checked by a keyed
+#    checksum, outputs against references computed before import, whole or as digests); a timed call that did less
+#    work is `incorrect`. The evaluator's own copies shrink to fit the card (issue 26): cached out-of-memory results
+#    of version 5 may have been the evaluator's.
+EVALUATOR_VERSION = "kz-eval-6"
 
 
 def evaluation(verdict: str, reason: str, **fields: Any) -> Evaluation:

@@ -7,7 +7,9 @@ bracket) and subtracted from both sides. The speedup is the median of per-repeti
 (reference over candidate, timed back to back), so a clock drift during the run moves both
 sides of each ratio alike. Warm-up runs for a minimum time, not a count (an idle H200 sits at
 345 MHz), and then until the per-call times of both sides have stopped moving, so a clock still
-ramping up is not timed. Numbers are medians; they do NOT claim anything about other GPUs, clocks
+ramping up is not timed. What a side does before and after its call (refilling its inputs,
+judging its output: trial.py judges every candidate call, warm-up included) is outside the
+interval. Numbers are medians; they do NOT claim anything about other GPUs, clocks
 or concurrent load; a clock that drifts slower than the settling window sees is not caught, nor
 is an evaluation that runs steadily slow throughout (seen on an H200: 1-3% on both sides).
 """
@@ -51,6 +53,7 @@ class Timing:
     speedup: float  # median of paired reference/candidate ratios
     off_stream_ms: float  # the candidate's median time that its caller's stream did not wait for
     warmup_s: float  # how long warm-up ran before the per-call times settled (or its cap)
+    calls: int  # calls of each side, warm-up included
     compiled: Stats | None = None  # the torch.compile'd reference, when one was given
     speedup_compiled: float | None = None  # median of paired compiled/candidate ratios
 
@@ -60,18 +63,41 @@ def stats(samples_ms: list[float]) -> Stats:
     return Stats(statistics.median(samples_ms), q[2] - q[0], len(samples_ms))
 
 
-def _one_call(fn: Callable, args: list[Any], flush: torch.Tensor) -> tuple[float, float]:
-    """(stream-ordered ms, device-wide ms) for one call, after flushing L2."""
+@dataclass
+class Side:
+    """One side of the comparison: its call (timed) and, untimed around it, what the repetition needs."""
+
+    call: Callable[..., Any]
+    before: Callable[[int], list[Any]]  # repetition -> the call's arguments (inputs refilled, memory poisoned)
+    after: Callable[[int, Any], None] = lambda rep, out: None  # judges the call's output (raises on a wrong one)
+
+
+def flush_buffer() -> torch.Tensor:
+    """Twice the L2 cache, zeroed before every call so that no call finds its data cached by the one before."""
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    return torch.empty(max(2 * l2, 1 << 24), dtype=torch.uint8, device="cuda")
+
+
+def _one_call(side: Side, rep: int, flush: torch.Tensor) -> tuple[float, float]:
+    """(stream-ordered ms, device-wide ms) for one call, after flushing L2; its output judged afterwards."""
+    args = side.before(rep)
     flush.zero_()
     torch.cuda.synchronize()
     start, end_stream, end_device = (torch.cuda.Event(enable_timing=True) for _ in range(3))
     start.record()
-    fn(*args)
+    out = side.call(*args)
     end_stream.record()
     torch.cuda.synchronize()
     end_device.record()
     torch.cuda.synchronize()
+    side.after(rep, out)
     return start.elapsed_time(end_stream), start.elapsed_time(end_device)
+
+
+def untimed(side: Side, reps: int) -> None:
+    """The calls timing would make of one side, without a clock (the CPU path: their outputs are still judged)."""
+    for rep in range(reps):
+        side.after(rep, side.call(*side.before(rep)))
 
 
 WARMUP_MIN_S = 0.3
@@ -94,42 +120,39 @@ def settled(times_ms: list[float], window: int = SETTLE_WINDOW, tol: float = SET
     return abs(last - before) <= max(tol * last, 0.5 * (q[2] - q[0]))
 
 
-def _warm_up(sides: list[Callable], input_sets: list[list[Any]], flush: torch.Tensor) -> float:
-    """Alternate the sides until the minimum time has passed and every side's per-call times settle; seconds spent."""
+def _warm_up(sides: list[Side], flush: torch.Tensor) -> tuple[float, int]:
+    """Alternate the sides until the minimum time has passed and every side's per-call times settle; (seconds, reps)."""
     started = time.monotonic()
     times: list[list[float]] = [[] for _ in sides]
     while True:
         elapsed = time.monotonic() - started
         if elapsed >= WARMUP_MAX_S or (elapsed >= WARMUP_MIN_S and all(settled(t) for t in times)):
-            return elapsed
-        args = input_sets[len(times[0]) % len(input_sets)]
-        for fn, side in zip(sides, times):
-            side.append(_one_call(fn, args, flush)[1])
+            return elapsed, len(times[0])
+        rep = len(times[0])
+        for side, side_times in zip(sides, times):
+            side_times.append(_one_call(side, rep, flush)[1])
 
 
-def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]], *, budget_s: float,
-            min_reps: int, max_reps: int, rel_se: float, compiled: Callable | None = None) -> Timing:
-    """Interleaved timing of candidate and reference (and `compiled`); stops once the speedup's standard error is small.
+def measure(sides: list[Side], flush: torch.Tensor, *, budget_s: float, min_reps: int, max_reps: int,
+            rel_se: float) -> Timing:
+    """Interleaved timing of the candidate (sides[0]), the reference (sides[1]) and optionally the compiled reference.
 
-    `off_stream_ms` compares, per call, the end of the caller's stream with the end of all device
-    work: for stream-ordered code the two differ by the synchronization's fixed cost (measured on
-    the reference), for work left running on a side stream by that work's duration. The order of
-    the sides rotates every repetition, so none is always first after the flush.
+    Stops once the speedup's standard error is small. `off_stream_ms` compares, per call, the end of
+    the caller's stream with the end of all device work: for stream-ordered code the two differ by the
+    synchronization's fixed cost (measured on the reference), for work left running on a side stream
+    by that work's duration. The order of the sides rotates every repetition, so none is always first
+    after the flush. Repetitions are numbered on from warm-up's, so a side's `before` sees one count.
     """
-    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    flush = torch.empty(max(2 * l2, 1 << 24), dtype=torch.uint8, device="cuda")
-    sides = [candidate, reference, *([compiled] if compiled is not None else [])]
-    warmup_s = _warm_up(sides, input_sets, flush)
+    warmup_s, first = _warm_up(sides, flush)
     device_ms: list[list[float]] = [[] for _ in sides]
     sync_cost: list[float] = []
     cand_gap: list[float] = []
     deadline = time.monotonic() + budget_s
     rep = 0
     while rep < max_reps:
-        args = input_sets[rep % len(input_sets)]
         for k in range(len(sides)):
             side = (rep + k) % len(sides)
-            stream_ms, total_ms = _one_call(sides[side], args, flush)
+            stream_ms, total_ms = _one_call(sides[side], first + rep, flush)
             device_ms[side].append(total_ms)
             if side == 0:
                 cand_gap.append(total_ms - stream_ms)
@@ -145,8 +168,8 @@ def measure(candidate: Callable, reference: Callable, input_sets: list[list[Any]
     cand, ref = device_ms[0], device_ms[1]
     timing = Timing(stats([max(t - overhead, 1e-6) for t in cand]), stats([max(t - overhead, 1e-6) for t in ref]),
                     statistics.median(_ratios(cand, ref, overhead)), max(statistics.median(cand_gap) - overhead, 0.0),
-                    warmup_s)
-    if compiled is not None:
+                    warmup_s, first + rep)
+    if len(sides) > 2:
         timing.compiled = stats([max(t - overhead, 1e-6) for t in device_ms[2]])
         timing.speedup_compiled = statistics.median(_ratios(cand, device_ms[2], overhead))
     return timing

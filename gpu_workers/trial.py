@@ -3,7 +3,11 @@
 Order matters: the problem is loaded, its inputs drawn on the device from seeds and its
 reference outputs computed (and checked for determinism and non-constancy) BEFORE candidate
 code is imported, with the comparison functions and instruments bound beforehand too. The
-candidate then sees one set of input buffers, refilled in place with new values per trial.
+candidate then sees one set of input buffers, refilled in place with new values before every call.
+Every call is judged the same way, timed or not (`_before_call`, `_judge`): the same buffers,
+poisoned memory, its inputs checked unchanged and its output against the reference computed for
+that set before import (whole, or a digest where the plan keeps only trial 0's whole); so a
+candidate that tells timed calls from the others (by count, time, pointers) gains nothing by it.
 
 Blame: problem code is only ever called through `blame.problem_call` (what it raises is the problem's:
 `problem_error`), candidate code through `TrialRun._candidate_call` and the import (what it
@@ -30,12 +34,13 @@ from typing import Any, Callable
 
 import torch
 
-from kernelzero.gpu_workers import compare, device_turns, headers, instruments, memory, timing
+from kernelzero.gpu_workers import compare, device_turns, digest, headers, instruments, memory, timing
 from kernelzero.gpu_workers.blame import (EarlyVerdict, candidate_verdict, innermost_file, is_device_fault, is_oom,
                                          problem_call, short)
+from kernelzero.gpu_workers.input_sets import BrokenBuffer, InputSets
 from kernelzero.gpu_workers.memory_ledger import MemoryLedger, nbytes
 from kernelzero.gpu_workers.result import ProblemFailed, evaluation
-from kernelzero.kit.problems import INPUT_SCALES, load_problem
+from kernelzero.kit.problems import load_problem
 from kernelzero.kit.tracing import tensors
 from kernelzero.schemas import Evaluation
 from kernelzero.schemas.messages import Job
@@ -59,21 +64,6 @@ class _GoAlone(Exception):
     """The plan needs more than a share: the reference side is released and prepared again alone."""
 
 
-def _permute_chunk(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """Same values, a quarter of them shuffled inside (n/2, n-1): sum, min, max, first and last elements keep."""
-    out = t.clone()
-    flat = out.view(-1)
-    n = flat.numel()
-    if n < 8:
-        return out
-    length = max(2, n // 4)
-    room = n - 1 - n // 2 - length  # the chunk ends before the last element
-    start = n // 2 + int(torch.randint(0, max(1, room + 1), (1,), generator=gen, device=t.device))
-    perm = torch.randperm(length, generator=gen, device=t.device)
-    flat[start:start + length] = flat[start:start + length][perm]  # indexing copies: no overlap
-    return out
-
-
 class TrialRun:
     def __init__(self, job: Job):
         self.job = job
@@ -86,22 +76,27 @@ class TrialRun:
         self.stage = "start"
         self.candidate_path = os.path.join(job.scratch_dir, f"{CANDIDATE_MODULE}.py")
         self.candidate_ran = False  # from the import on, device faults are the candidate's
-        self.expected: list[list[Any]] = []
-        self.timing_sets: list[list[Any]] = []
+        self.input_key = int.from_bytes(os.urandom(8), "little")  # weighs the inputs' checksums (compare.fingerprint)
+        self.expected: list[list[Any]] = []  # per input set: the reference's outputs, whole or as digests
+        self.calls = 0  # the candidate's forward calls so far
+        self.least = job.alone  # the retry of a shortfall keeps the least: trial 0's output whole, the rest digests
         self.ledger = MemoryLedger(self.device)
 
     # ---- GPU memory by need (gpu_workers/memory.py) ----
     def _start_gpu(self) -> None:
         self.turns = device_turns.for_device(self.device.index or 0)
         self.turns.share()
-        free, self.gpu_bytes = torch.cuda.mem_get_info(self.device)
+        free, self.device_bytes = torch.cuda.mem_get_info(self.device)
+        # the card as configured: `gpu_memory_cap_gb` evaluates as if it had that much (a smaller card's plan)
+        cap = int(self.cfg.gpu_memory_cap_gb * memory.GB)
+        self.gpu_bytes = min(self.device_bytes, cap) if cap else self.device_bytes
         self.usable = min(int(self.cfg.gpu_memory_fraction * self.gpu_bytes), free)
         self._cap(memory.share_bytes(self.usable, self.job.gpu_sharing))
         if self.job.alone:  # the pool's retry of an evaluation that ran short of memory in a share
             self._go_alone()
 
     def _cap(self, nbytes: int) -> None:
-        torch.cuda.set_per_process_memory_fraction(min(1.0, nbytes / self.gpu_bytes), self.device)
+        torch.cuda.set_per_process_memory_fraction(min(1.0, nbytes / self.device_bytes), self.device)
         self.ledger.cap_bytes = nbytes
 
     def _go_alone(self) -> None:
@@ -115,7 +110,7 @@ class TrialRun:
         free, _ = torch.cuda.mem_get_info(self.device)
         ours = torch.cuda.memory_reserved(self.device)
         self.usable = min(int(self.cfg.gpu_memory_fraction * self.gpu_bytes), free + ours)
-        self.held_by_others = max(0, self.gpu_bytes - free - ours)
+        self.held_by_others = max(0, self.device_bytes - free - ours)
         self._cap(self.usable)
 
     def _yield_turn(self) -> None:
@@ -124,26 +119,22 @@ class TrialRun:
         self._go_alone()
 
     def _plan(self, fp: memory.Footprint) -> memory.MemoryPlan:
-        kept = len(self.trials) + 1  # every trial's reference output, and the determinism re-run
+        expected = len(self.sets.names)
         if self.device.type != "cuda":
-            return memory.MemoryPlan(alone=False, cap_bytes=0, need_bytes=memory.need_bytes(fp, kept), timing_sets=0,
-                                     poison_blocks=memory.MAX_POISON_BLOCKS)
-
-        def plan() -> memory.MemoryPlan:
-            sharing = 1 if self.turns.is_alone else self.job.gpu_sharing
-            return memory.plan_memory(fp, outputs_kept=kept, usable_bytes=self.usable, sharing=sharing,
-                                      timing_sets_wanted=self.cfg.timing_input_sets - 1)
-
-        chosen = plan()
+            return memory.MemoryPlan(alone=False, cap_bytes=0, need_bytes=memory.need_bytes(fp, expected, expected),
+                                     whole_outputs=expected, poison_blocks=memory.MAX_POISON_BLOCKS)
+        sharing = 1 if self.turns.is_alone else self.job.gpu_sharing
+        chosen = memory.plan_memory(fp, expected=expected, usable_bytes=self.usable, sharing=sharing, least=self.least)
         self._cap(chosen.cap_bytes)
         where = "shared"
         if self.turns.is_alone:
             where = "alone" if self._oom_is_final() else \
                 f"alone, {getattr(self, 'held_by_others', 0) / memory.GB:.3g} GB held by others"
-        self.result.evidence["memory"] = (f"need {chosen.need_bytes / memory.GB:.3g} GB, "
-                                          f"cap {chosen.cap_bytes / memory.GB:.3g} GB, {where}, {chosen.timing_sets} "
-                                          f"extra timing sets, {chosen.poison_blocks} poisoned blocks"
-                                          + ("" if chosen.fits else ", does not fit"))
+        self.result.evidence["memory"] = (
+            f"need {chosen.need_bytes / memory.GB:.3g} GB (floor {memory.floor_bytes(fp) / memory.GB:.3g} GB: inputs, "
+            f"reference and candidate outputs), cap {chosen.cap_bytes / memory.GB:.3g} GB, {where}, "
+            f"{chosen.whole_outputs} of {expected} reference outputs whole (the rest as digests), "
+            f"{chosen.poison_blocks} poisoned blocks" + ("" if chosen.fits else ", does not fit"))
         if chosen.alone:
             raise _GoAlone()  # released before waiting: a waiting evaluation holds no memory of its own
         if not chosen.fits and not self._oom_is_final():
@@ -157,23 +148,6 @@ class TrialRun:
         return self.turns.is_alone and self.usable >= WHOLE_GPU * self.cfg.gpu_memory_fraction * self.gpu_bytes
 
     # ---- reference side (before candidate code exists in this process) ----
-    def _draw(self, seed: int) -> list[Any]:
-        torch.manual_seed(seed)
-        with torch.device(self.device):
-            values = list(problem_call(self.problem.get_inputs))
-        return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
-
-    def _inputs(self, trial: int) -> list[Any]:
-        """Trial inputs, regenerated from seeds on the device (only one set lives at a time)."""
-        name = self.trials[trial]
-        if name.startswith("seed"):
-            return self._draw(self.cfg.seed + 1000 + int(name[4:]))
-        if name == "permuted":
-            gen = torch.Generator(device=self.device).manual_seed(self.cfg.seed + 7)
-            return [_permute_chunk(v, gen) if isinstance(v, torch.Tensor) else v for v in self._inputs(0)]
-        scale = INPUT_SCALES[name]
-        return [v * scale if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in self._inputs(1)]
-
     def _reference_model(self) -> torch.nn.Module:
         torch.manual_seed(self.cfg.seed)
         with torch.device(self.device):
@@ -189,22 +163,21 @@ class TrialRun:
         return out
 
     def _reference(self, inputs: list[Any]) -> list[Any]:
-        out = self._forward_reference(inputs)
-        return [t.clone() if isinstance(t, torch.Tensor) else t for t in problem_call(compare.flatten_outputs, out)]
+        """The reference's flat outputs as it returned them (they may be its inputs or buffers: read or copy them at once)."""
+        return problem_call(compare.flatten_outputs, self._forward_reference(inputs))
 
     def _measured_reference(self) -> tuple[memory.Footprint, list[Any]]:
-        """The first reference output and the problem's footprint: its sizes, the forward's and the draws' peak memory."""
-        # a native draw, the permuted one (its shuffle), a scaled one
-        draws = [functools.partial(self._inputs, t) for t in (0, self.trials.index("permuted"), len(self.trials) - 1)]
-        draw_peak = self.ledger.draw_peak(draws)
-        inputs = self._inputs(0)
+        """The first reference output and the problem's footprint: its sizes, the forward's and a draw's peak memory."""
+        draw_peak = self.ledger.draw_peak([functools.partial(self.sets.values, 0)])  # derived sets are made in place
+        inputs = self.sets.values(0)
         base = self.ledger.mark()
         out = self._forward_reference(inputs)
         peak = self.ledger.peak_since(base)
-        flat = [t.clone() if isinstance(t, torch.Tensor) else t for t in problem_call(compare.flatten_outputs, out)]
+        flat = _whole(problem_call(compare.flatten_outputs, out))
         weights = [*self.ref_model.parameters(), *self.ref_model.buffers()]
         fp = memory.Footprint(input_bytes=nbytes(inputs), output_bytes=nbytes(flat), weight_bytes=nbytes(weights),
-                              ref_peak_bytes=max(peak, nbytes(flat)), draw_peak_bytes=draw_peak)
+                              ref_peak_bytes=max(peak, nbytes(flat)), draw_peak_bytes=draw_peak,
+                              digest_bytes=sum(digest.nbytes_for(t) for t in tensors(flat)))
         return fp, flat
 
     def _sync(self) -> None:
@@ -212,7 +185,7 @@ class TrialRun:
             torch.cuda.synchronize()  # device-wide: side streams included
 
     def prepare_reference(self) -> None:
-        """Reference outputs for every trial, checked; on CUDA in a share of the GPU, or alone when they need more."""
+        """Reference outputs for every input set, checked; on CUDA in a share of the GPU, or alone when they need more."""
         self.stage = "reference"
         attempts = 0
         while True:
@@ -231,6 +204,7 @@ class TrialRun:
                         self._oom_is_final() or attempts >= ALONE_ATTEMPTS:
                     raise failure from None
                 attempts += 1
+                self.least = True  # tried again with the least the evaluation keeps
             self._release_reference()  # outside the except: the traceback no longer holds the tensors
             if self.turns.is_alone:
                 self._yield_turn()
@@ -242,26 +216,31 @@ class TrialRun:
         torch.manual_seed(self.cfg.seed)
         self.init_inputs = list(problem_call(self.problem.get_init_inputs))
         self.ref_model = self._reference_model()
-        natives = max(self.cfg.trials, 2)
-        self.trials = [f"seed{i}" for i in range(natives)] + ["permuted", *INPUT_SCALES]
+        self.sets = InputSets(self.problem, self.cfg.seed, self.device, natives=max(self.cfg.trials, 2),
+                              timing=self.cfg.timing_input_sets)
         footprint, first = self._measured_reference()
         self.ledger.footprint = footprint
         self.plan = self._plan(footprint)
-        self.expected = [first] + [self._reference(self._inputs(t)) for t in range(1, len(self.trials))]
-        again = self._reference(self._inputs(0))
-        self.timing_sets = [self._draw(self.cfg.seed + 5000 + i) for i in range(self.plan.timing_sets)]
-        check = compare.compare_outputs(self.expected[0], again, self.cfg.rtol / 10, self.cfg.atol / 10)
+        check = compare.compare_outputs(first, self._reference(self.sets.values(0)), self.cfg.rtol / 10,
+                                        self.cfg.atol / 10)  # read as returned: nothing else runs in between
         if not check.ok:
             raise ProblemFailed("non_deterministic", check.detail)
-        outs = self.expected[:natives]
-        if all(compare.is_constant(t) or t.numel() <= 1 for out in outs for t in tensors(out)) and \
-                all(compare.compare_outputs(outs[0], o, 0, 0).ok for o in outs[1:]):
+        self.expected = [first]
+        natives = [_constancy(first)]
+        for s in range(1, len(self.sets.names)):  # one output at a time: copied whole, or only its digest kept
+            out = self._reference(self.sets.values(s))
+            if s < self.sets.natives:
+                natives.append(_constancy(out))
+            self.expected.append(_whole(out) if s < self.plan.whole_outputs else digest.of_outputs(out))
+            del out
+        if all(c[0] for c in natives) and all(c[1] == natives[0][1] for c in natives) and \
+                all(compare.compare_outputs(natives[0][2], c[2], 0, 0).ok for c in natives[1:]):
             raise ProblemFailed("constant_output", "the reference output does not depend on the inputs")
         self.ref_ops, self.ref_implied = self._ref_compute_ops()
         self.checks.append("reference")
 
     def _release_reference(self) -> None:
-        self.expected, self.timing_sets = [], []
+        self.expected = []
         self.ref_model = self.init_inputs = self.problem = None
         gc.collect()
         if self.device.type == "cuda":
@@ -269,7 +248,7 @@ class TrialRun:
 
     def _ref_compute_ops(self) -> tuple[set[str], set[str]]:
         """The reference forward's compute ops and what its fused ones also did; its inputs are drawn outside the record."""
-        inputs = self._inputs(0)
+        inputs = self.sets.values(0)
         recorder = instruments.OpRecorder(instruments.LaunchLog())
         with torch.no_grad(), recorder:
             problem_call(self.ref_model, *inputs)
@@ -278,7 +257,7 @@ class TrialRun:
     def count_ref_flops(self) -> None:
         """FLOPs of one reference forward (inputs drawn outside the count); 0 where the counter fails on it."""
         from torch.utils.flop_counter import FlopCounterMode
-        inputs = self._inputs(0)
+        inputs = self.sets.values(0)
         counter = FlopCounterMode(display=False)
         try:
             with torch.no_grad(), counter:
@@ -315,6 +294,9 @@ class TrialRun:
     def import_candidate(self) -> None:
         self.stage = "import"
         instruments.install_triton_hooks(self.launches)
+        self.buffers = self.sets.values(0)  # the candidate's inputs, refilled before every call
+        largest = max([t.numel() * (2 if t.is_complex() else 1) for t in tensors(self.buffers)], default=0)
+        self.input_weights = compare.position_weights(min(compare.CHUNK, largest), self.input_key, self.device)
         headers.use(self.job.headers, self.job.pch)  # the build's sources and flags exactly, or load_inline rebuilds
         self.snapshot = instruments.integrity_snapshot()
         self.threads = instruments.threads()
@@ -351,8 +333,9 @@ class TrialRun:
         except BaseException as exc:  # noqa: BLE001  (the candidate's constructor)
             raise EarlyVerdict("runtime_error", "init_failed", error=short(exc)) from None
         self.ledger.after_construction(before_import)
-        self.buffers = self._inputs(0)
-        self.ledger.hold(nbytes(self.buffers))
+        # every call, timed or not, follows the same L2 flush (timing.py): its buffer lives from the first call on
+        self.flush = timing.flush_buffer() if self.device.type == "cuda" else None
+        self.ledger.hold(nbytes([self.flush]))
         weights = [*self.model.parameters(), *self.model.buffers()]
         self.launches.protected = [instruments.storage_range(t) for t in [*tensors(self.buffers), *weights]]
         self.checks.append("import")
@@ -372,7 +355,7 @@ class TrialRun:
 
         The CUDA caching allocator hands such blocks back; malloc on the CPU often does not, which
         is why `_unwritten_or` also compares a run with filled memory. How many blocks follows the
-        memory plan (none where the problem leaves no room).
+        memory plan. `outputs` is trial 0's reference, always kept whole: every set's outputs have its sizes.
         """
         blocks = []
         for t in tensors(outputs):
@@ -383,83 +366,108 @@ class TrialRun:
         self._sync()
         del blocks
 
-    def _refill(self, trial: int) -> list[Any]:
-        """Copy the trial's values into the candidate's buffers: same objects and addresses, new contents."""
-        values = self._inputs(trial)
-        for i, (buf, src) in enumerate(zip(self.buffers, values)):
-            if isinstance(buf, torch.Tensor):
-                if not compare.fits_storage(buf):  # writing there would reach past the storage it left
-                    raise EarlyVerdict("rejected", "input_mutated", trial=self.trials[trial], inputs=[i],
-                                  detail="the input buffer's storage was shrunk")
-                try:
-                    buf.copy_(src)
-                except RuntimeError as exc:  # the candidate changed the buffer itself (its shape, its strides)
-                    raise EarlyVerdict("rejected", "input_mutated", trial=self.trials[trial], inputs=[i],
-                                  error=short(exc)) from None
-        return values
+    def _refill(self, s: int) -> list[Any]:
+        """Set `s` copied into the candidate's buffers (same objects and addresses); a buffer it broke is `input_mutated`."""
+        try:
+            self.sets.refill(self.buffers, s)
+        except BrokenBuffer as broken:
+            raise EarlyVerdict("rejected", "input_mutated", trial=self.sets.names[s], inputs=[broken.index],
+                               detail=broken.detail) from None
+        return self.buffers
 
-    def _call(self, trial: int, recorder: instruments.OpRecorder | None = None,
-              fill: bool = False) -> tuple[Any, list[Any]]:
-        values = self._refill(trial)
-        self._poison_allocator(self.expected[trial])
+    def _before_call(self, s: int) -> list[Any]:
+        """What precedes every candidate call, timed or not: set `s` refilled into the buffers, their checksums, memory poisoned."""
+        self._refill(s)
+        self.input_prints = {i: compare.fingerprint(t, self.input_weights) for i, t in enumerate(self.buffers)
+                             if isinstance(t, torch.Tensor)}
+        self._poison_allocator(self.expected[0])
         self.launches.reset()
-        self.ledger.start_call(nbytes(values))
-        with torch.no_grad(), _filled_memory(fill):
-            with recorder if recorder is not None else contextlib.nullcontext():
-                out = self._candidate_call(self.trials[trial], self.model, *self.buffers)
-            self._candidate_call(self.trials[trial], self._sync)  # asynchronous faults of its kernels surface here
+        self.ledger.start_call()
+        self.calls += 1
+        return self.buffers
+
+    def _judge(self, s: int, out: Any) -> compare.Comparison:
+        """Every call's output: its inputs unchanged, then its output against the reference for set `s` (a mismatch raises)."""
         self.ledger.end_call()
-        self._check_integrity(self.trials[trial])
-        return out, values
+        if changed := self._changed_inputs():
+            raise EarlyVerdict("rejected", "input_mutated", trial=self.sets.names[s], inputs=changed, call=self.calls)
+        result = compare.compare_or_blame(self.expected[s], out, self.cfg.rtol, self.cfg.atol)
+        if not result.ok:
+            self._fail(s, out, result)
+        return result
+
+    def _changed_inputs(self) -> list[int]:
+        """Which input tensors the call changed: their form or bits (compare.fingerprint), or left unreadable."""
+        changed = []
+        for i, before in self.input_prints.items():
+            try:
+                after = compare.fingerprint(self.buffers[i], self.input_weights)
+            except RuntimeError:  # it was read before the call: the call broke it
+                after = None
+            if after != before:
+                changed.append(i)
+        return changed
+
+    def _call(self, s: int, within: contextlib.AbstractContextManager | None = None, fill: bool = False) -> Any:
+        """One untimed candidate call on set `s` (inside `within`: the op recorder, the profiler); its integrity checked."""
+        name = self.sets.names[s]
+        args = self._before_call(s)
+        if self.flush is not None:  # as timing.py flushes before a timed call
+            self.flush.zero_()
+        with torch.no_grad(), _filled_memory(fill):
+            with within if within is not None else contextlib.nullcontext():
+                out = self._candidate_call(name, self.model, *args)
+                self._candidate_call(name, self._sync)  # asynchronous faults of its kernels surface here
+        self._check_integrity(name)
+        return out
 
     def run_trials(self) -> None:
         self.stage = "trials"
         recorder = instruments.OpRecorder(self.launches)
         worst = compare.Comparison(True)
-        for t, name in enumerate(self.trials):
-            out, inputs = self._call(t, recorder if t == 0 else None)
+        for t in range(self.sets.trials):
+            out = self._call(t, recorder if t == 0 else None)
             if t == 0:
                 self.own_launches = self.launches.own(CANDIDATE_MODULE)
                 self.compute_ops = sorted(set(recorder.compute_ops))
                 self.implied = set(recorder.implied)
-            changed = [i for i, (buf, src) in enumerate(zip(self.buffers, inputs))
-                       if isinstance(buf, torch.Tensor) and not compare.unchanged(buf, src)]
-            if changed:
-                raise EarlyVerdict("rejected", "input_mutated", trial=name, inputs=changed)
-            result = compare.compare_or_blame(self.expected[t], out, self.cfg.rtol, self.cfg.atol)
+            result = self._judge(t, out)
             self.result.trials = t + 1
-            if not result.ok:
-                self._fail_trial(t, out, result)
             worst = compare.Comparison(True, "ok", max(worst.max_abs_err, result.max_abs_err),
                                        max(worst.rel_err, result.rel_err))
-            del out, inputs  # before the next trial's draw: held over, they were one input set and output beyond the plan
+            del out  # before the next trial's draw: held over, it was an output beyond the plan
         self.result.max_abs_err, self.result.rel_err = worst.max_abs_err, worst.rel_err
-        self.checks += ["inputs_unchanged", "outputs", f"trials:{len(self.trials)}"]
+        self.checks += ["inputs_unchanged", "outputs", f"trials:{self.sets.trials}"]
 
-    def _fail_trial(self, t: int, out: Any, result: compare.Comparison) -> None:
-        name = self.trials[t]
+    def _fail(self, s: int, out: Any, result: compare.Comparison) -> None:
+        """The verdict for a wrong output on set `s`: another set's answer is memoized, else incorrect (or unwritten)."""
+        name = self.sets.names[s]
+        where = {"trial": name} if s < self.sets.trials else {"trial": name, "phase": "timing", "call": self.calls}
         self.result.max_abs_err, self.result.rel_err = result.max_abs_err, result.rel_err
         if result.reason == "output_not_plain_tensor":
-            raise EarlyVerdict("rejected", "tensor_subclass", trial=name, detail=result.detail)
-        for earlier in range(t):
-            if compare.compare_or_blame(self.expected[earlier], out, self.cfg.rtol, self.cfg.atol).ok:
-                raise EarlyVerdict("rejected", "memoized_output", trial=name,
-                              detail=f"the output equals the reference for trial {self.trials[earlier]}")
-        raise EarlyVerdict("incorrect", self._unwritten_or(result.reason, t, out), trial=name, detail=result.detail)
+            raise EarlyVerdict("rejected", "tensor_subclass", **where, detail=result.detail)
+        for other in range(len(self.expected)):
+            if other != s and compare.compare_or_blame(self.expected[other], out, self.cfg.rtol, self.cfg.atol).ok:
+                raise EarlyVerdict("rejected", "memoized_output", **where,
+                                   detail=f"the output equals the reference for set {self.sets.names[other]}")
+        raise EarlyVerdict("incorrect", self._unwritten_or(result.reason, s, out), **where, detail=result.detail)
 
-    def _unwritten_or(self, reason: str, t: int, out: Any) -> str:
+    def _unwritten_or(self, reason: str, s: int, out: Any) -> str:
         """`unwritten_output` when a re-run with filled new memory shows elements the candidate never wrote.
 
-        The allocator poisoning of `_call` usually shows them already; malloc on the CPU, or an
+        The allocator poisoning before each call usually shows them already; malloc on the CPU, or an
         output carved from a larger allocation, can escape it. The verdict is settled before this
-        re-run, so a candidate that notices the fill cannot change it.
+        re-run, so a candidate that notices the fill cannot change it, and a re-run that fails or runs
+        out of memory (it holds the first output besides its own) keeps it.
         """
         if reason not in ("output_mismatch", "nan_parity"):
             return reason
         try:
-            filled, _ = self._call(t, fill=True)
-        except (EarlyVerdict, ProblemFailed):  # the verdict is settled: a fault or shortfall of the re-run keeps it
-            return reason
+            filled = self._call(s, fill=True)
+        except Exception as exc:  # noqa: BLE001  (the verdict is settled: a fault or shortfall of the re-run keeps it)
+            if isinstance(exc, (EarlyVerdict, ProblemFailed)) or is_oom(exc):
+                return reason
+            raise
         return "unwritten_output" if compare.unwritten_between(out, filled) else reason
 
     def proof_of_work(self) -> None:
@@ -501,7 +509,7 @@ class TrialRun:
         self.stage = "ablation"
         self.launches.ablate = True
         try:
-            out, _ = self._call(0)
+            out = self._call(0)
             unchanged = compare.compare_or_blame(self.expected[0], out, self.cfg.rtol, self.cfg.atol).ok
             detail = "the output stays correct when the custom kernels' results are overwritten"
         except EarlyVerdict as v:
@@ -517,11 +525,8 @@ class TrialRun:
         """Kernel names the profiler saw that no library (aten, cuBLAS, cuDNN, CUTLASS) launched; share as evidence."""
         from torch.profiler import ProfilerActivity, profile
         from kernelzero.gpu_workers.kernels import is_library_kernel
-        self._refill(0)
-        self.ledger.start_call()
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-            self._candidate_call("profiler", self.model, *self.buffers)
-            self._candidate_call("profiler", torch.cuda.synchronize)
+        prof = profile(activities=[ProfilerActivity.CUDA])
+        self._judge(0, self._call(0, prof))
         kernels = instruments.kernel_times(prof)
         own = [k for k in kernels if not is_library_kernel(k)]
         total = sum(kernels.values()) or 1.0
@@ -551,30 +556,54 @@ class TrialRun:
             self.snapshot = instruments.integrity_snapshot()
             self.threads = instruments.threads()
 
-    def time_it(self) -> None:
-        self.stage = "timing"
-        sets = [self.buffers, *self.timing_sets]  # drawn before the candidate was imported
-        compiled = self._compiled_reference() if self.cfg.time_compiled_reference else None
+    def _timed_sides(self, compiled: Callable | None) -> list[timing.Side]:
+        """The candidate judged on every call like a trial; the references on the same set, refilled before each call.
+
+        One wrapper frame on every side, so that its cost cancels out; what the references raise now,
+        after the candidate ran, is blamed like the rest.
+        """
+        first = self.sets.trials
+
+        def timed_set(rep: int) -> int:
+            return first + rep % (len(self.sets.names) - first)
+
+        def refilled(rep: int) -> list[Any]:
+            return self._refill(timed_set(rep))
 
         def candidate(*args: Any) -> Any:
             return self._candidate_call("timing", self.model, *args)
 
-        # one wrapper frame on every side, so that its cost cancels out; what the references raise now,
-        # after the candidate ran, is blamed like the rest
         def reference(*args: Any) -> Any:
             return self.ref_model(*args)
 
         def compiled_reference(*args: Any) -> Any:
             return compiled(*args)
 
-        self.ledger.start_call()  # every call's peak below is the candidate's or the reference's (within the allowance)
+        sides = [timing.Side(candidate, lambda rep: self._before_call(timed_set(rep)),
+                             lambda rep, out: self._judge(timed_set(rep), out)),
+                 timing.Side(reference, refilled)]
+        return sides + ([timing.Side(compiled_reference, refilled)] if compiled is not None else [])
+
+    def time_it(self) -> None:
+        """Timed calls, every output judged; on the CPU the same calls judged without a clock (no timing claims)."""
+        self.stage = "timing"
+        calls = self.calls
+        if self.device.type != "cuda":
+            with torch.no_grad():  # as every other call (tests/evaluator/candidates/timed_call_context.py tells)
+                timing.untimed(self._timed_sides(None)[0], self.cfg.timing_min_reps)
+            self.checks.append(f"timed_calls_judged:{self.calls - calls}")
+            return
+        compiled = self._compiled_reference() if self.cfg.time_compiled_reference else None
         with torch.no_grad(), self.turns.exclusive():
             measured = timing.measure(
-                candidate, reference, sets, budget_s=self.cfg.timing_budget_s,
-                min_reps=self.cfg.timing_min_reps, max_reps=self.cfg.timing_max_reps, rel_se=self.cfg.timing_rel_se,
-                compiled=compiled_reference if compiled is not None else None,
-            )
+                self._timed_sides(compiled), self.flush, budget_s=self.cfg.timing_budget_s,
+                min_reps=self.cfg.timing_min_reps, max_reps=self.cfg.timing_max_reps, rel_se=self.cfg.timing_rel_se)
         self._check_integrity("timing")
+        self.checks.append(f"timed_calls_judged:{self.calls - calls}")
+        self._record(measured)
+
+    def _record(self, measured: timing.Timing) -> None:
+        """The timing's numbers in the result; a side stream left unjoined or a time beyond physics rejected."""
         r, cand = self.result, measured.candidate
         r.runtime_ms, r.runtime_iqr_ms, r.timing_n = cand.median_ms, cand.iqr_ms, cand.n
         r.ref_eager_ms = measured.reference.median_ms
@@ -585,15 +614,15 @@ class TrialRun:
         r.evidence["warmup_s"] = f"{measured.warmup_s:.3g}"
         if measured.off_stream_ms > max(UNJOINED_MIN_MS, UNJOINED_SHARE * cand.median_ms):
             raise EarlyVerdict("rejected", "unjoined_stream", off_stream_ms=f"{measured.off_stream_ms:.4g}",
-                          runtime_ms=f"{cand.median_ms:.4g}",
-                          detail="forward returned before its work was ordered on the caller's stream")
+                               runtime_ms=f"{cand.median_ms:.4g}",
+                               detail="forward returned before its work was ordered on the caller's stream")
         moved = nbytes(self.buffers) + nbytes(self.expected[0])
         floor = timing.physical_floor_ms(self.job.gpu, moved, self.ref_flops)
         r.evidence["physical_floor_ms"] = f"{floor:.4g}"
         self.checks.append("timing")
         if cand.median_ms < self.cfg.physical_slack * floor:
             raise EarlyVerdict("rejected", "beyond_physical_limit", runtime_ms=f"{cand.median_ms:.4g}",
-                          floor_ms=f"{floor:.4g}", speedup=f"{r.speedup:.3g}")
+                               floor_ms=f"{floor:.4g}", speedup=f"{r.speedup:.3g}")
 
     # ---- blame ----
     def _classify(self, exc: BaseException, where: str) -> EarlyVerdict:
@@ -637,8 +666,7 @@ class TrialRun:
         self.import_candidate()
         self.run_trials()
         self.proof_of_work()
-        if self.device.type == "cuda":
-            self.time_it()
+        self.time_it()
 
     def run(self) -> Evaluation:
         try:
@@ -653,6 +681,22 @@ class TrialRun:
             self._conclude(self._blame(exc))
         self.result.checks = self.checks
         return self.result
+
+
+def _whole(outputs: list[Any]) -> list[Any]:
+    """A reference's outputs copied, so that nothing it keeps or returns of its inputs changes them later."""
+    return [t.clone() if isinstance(t, torch.Tensor) else t for t in outputs]
+
+
+def _constancy(out: list[Any]) -> tuple[bool, list[tuple[int, ...]], list[Any]]:
+    """Whether every tensor of a reference output is constant (or has one element), their shapes, their first elements.
+
+    Native trials whose outputs are all constant and agree on these do not depend on the inputs.
+    """
+    shapes = [tuple(t.shape) for t in tensors(out)]
+    constant = all(t.numel() <= 1 or compare.is_constant(t) for t in tensors(out))
+    heads = [t.reshape(-1)[:1].clone() if isinstance(t, torch.Tensor) else t for t in out]
+    return constant, shapes, heads
 
 
 def run_job(job: Job) -> Evaluation:

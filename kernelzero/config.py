@@ -82,6 +82,8 @@ class EvaluatorConfig(Section):
     # what the evaluator may use of a GPU's memory (torch caching allocator): workers sharing the GPU each
     # get an equal share, and an evaluation that needs more runs alone with all of it (gpu_workers/memory.py)
     gpu_memory_fraction: float = 0.9
+    # evaluate as if the GPU had this many GB (0: its own size): the plan for a smaller card, tested on any card
+    gpu_memory_cap_gb: float = 0.0
     time_compiled_reference: bool = False  # also time torch.compile(reference), interleaved (KernelBench reports both)
     # containment of candidate processes (kernelzero/sandbox/launcher.py, confine.py; docs/evaluator.md, Containment)
     sandbox: bool = True  # off only to measure what containment costs; needs require_sandbox = false
@@ -98,6 +100,7 @@ class EvaluatorConfig(Section):
             "compile_timeout_s": _positive(self.compile_timeout_s),
             "trials": _at_least(self.trials, 1),
             "gpu_memory_fraction": (0.0 < self.gpu_memory_fraction <= 1.0, "must be in (0, 1]"),
+            "gpu_memory_cap_gb": _at_least(self.gpu_memory_cap_gb, 0),
             "workers_per_gpu": _at_least(self.workers_per_gpu, 1),
             "cpu_workers": _at_least(self.cpu_workers, 1),
             "timing_input_sets": _at_least(self.timing_input_sets, 1),

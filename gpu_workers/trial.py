@@ -590,7 +590,7 @@ class TrialRun:
         calls = self.calls
         if self.device.type != "cuda":
             with torch.no_grad():  # as every other call (tests/evaluator/candidates/timed_call_context.py tells)
-                timing.untimed(self._timed_sides(None)[0], self.cfg.timing_min_reps)
+                timing.untimed(self._timed_sides(None)[0], self.cfg.cpu_timed_calls)
             self.checks.append(f"timed_calls_judged:{self.calls - calls}")
             return
         compiled = self._compiled_reference() if self.cfg.time_compiled_reference else None

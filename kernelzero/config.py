@@ -65,6 +65,9 @@ class EvaluatorConfig(Section):
     timing_budget_s: float = 2.0
     timing_min_reps: int = 20
     timing_max_reps: int = 1000
+    # nothing is timed on the CPU, so no speed is earned there; this many calls are still made and judged as
+    # timed calls would be, to test the timed-call check without a GPU (each runs the Triton interpreter)
+    cpu_timed_calls: int = 0
     memory_limit_gb: float = 16.0  # host address-space limit for candidate processes
     build_workers: int = 0  # CUDA extension builds in parallel; 0 = one per CPU core
     build_headers: Literal["split", "slim", "full"] = "split"  # lightest first, heavier on failure (gpu_workers/headers.py)
@@ -104,6 +107,7 @@ class EvaluatorConfig(Section):
             "workers_per_gpu": _at_least(self.workers_per_gpu, 1),
             "cpu_workers": _at_least(self.cpu_workers, 1),
             "timing_input_sets": _at_least(self.timing_input_sets, 1),
+            "cpu_timed_calls": _at_least(self.cpu_timed_calls, 0),
             "sandbox": (self.sandbox or self.require_sandbox is False,
                         "= false needs require_sandbox = false: containment is required otherwise"),
             "candidate_uid": (self.candidate_uid > 0, "must be a uid other than root"),

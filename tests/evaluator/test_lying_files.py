@@ -1,0 +1,121 @@
+"""Candidates that leave lying files where the evaluator reads (links, hard links, FIFOs, sockets, device nodes, a file flipped under it, output that keeps growing), in bubblewrap on the CPU: no host file's content comes back, every lie is the candidate's verdict within its timeout, and the worker goes on.
+
+The targets (a root-only secret bound read-only into the sandbox, host files never bound, /etc/shadow)
+are tests/sandbox_targets.py's. Needs bubblewrap; GPUs are not covered here (bench/eval_gpu_corpus.py
+runs the lie_* candidates contained on a GPU).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from kernelzero.config import EvaluatorConfig
+from kernelzero.gpu_workers import EvaluatorPool
+from kernelzero.sandbox.launcher import find_bwrap
+from tests import sandbox_targets
+from tests.sandbox_targets import CANDIDATES, LIES, SECRET_DIR
+
+HERE = Path(__file__).parent
+RELU = (HERE / "problems" / "relu.py").read_text()
+CORRECT = (HERE / "candidates" / "correct_whole.py").read_text()
+SLACK_S = 10.0  # a verdict within its timeout plus this: starting the job, killing what it left, answering
+
+pytestmark = pytest.mark.skipif(find_bwrap("") is None,
+                                reason="bubblewrap (bwrap) not found: scripts/setup.sh installs it when run as root")
+
+
+def header(name: str) -> dict[str, str]:
+    return dict(re.findall(r"^# (expect|problem|config|via): (.+)$", (CANDIDATES / f"{name}.py").read_text(), re.M))
+
+
+def expected(name: str) -> tuple[str, str]:
+    verdict, reason = header(name)["expect"].split()
+    return verdict, reason
+
+
+def config_for(name: str, cache_dir: Path) -> EvaluatorConfig:
+    """The candidate's `# config:` line, with the secret's folder bound read-only into the sandbox (it can name it)."""
+    values = dict(kv.split("=") for kv in header(name).get("config", "").split(",") if kv)
+    return msgspec.convert({"cache_dir": str(cache_dir), "sandbox_binds": [str(SECRET_DIR)], **values},
+                           EvaluatorConfig, strict=False)
+
+
+@dataclasses.dataclass
+class Judged:
+    timeout_s: float  # every lie's, from their shared `# config:` line
+    results: dict[str, tuple[object, float]]  # lie -> (its result, seconds it took)
+    next_job: object  # a correct candidate's result on the same pool, after every lie
+    same_worker: bool  # the worker that judged the first lie judged the next job
+    stderr: str  # what the pool and its worker wrote to stderr meanwhile
+
+
+@pytest.fixture(scope="module")
+def judged(lie_targets, tmp_path_factory) -> Judged:
+    """Every lie_* candidate through one pool (they share one `# config:` line), then a correct candidate."""
+    folder = tmp_path_factory.mktemp("lying")
+    config = config_for(LIES[0], folder / "cache")
+    assert all(header(name)["config"] == header(LIES[0])["config"] for name in LIES)
+
+    async def run() -> Judged:
+        async with EvaluatorPool(config, device="cpu", use_cache=False) as pool:
+            worker = pool._workers[0].process.pid
+            results = {}
+            for name in LIES:
+                started = time.monotonic()
+                result = await pool.evaluate(RELU, (CANDIDATES / f"{name}.py").read_text())
+                results[name] = (result, time.monotonic() - started)
+            next_job = await pool.evaluate(RELU, CORRECT)
+            return Judged(config.timeout_s, results, next_job, pool._workers[0].process.pid == worker, "")
+
+    with sandbox_targets.stderr_into(folder / "stderr.log"):
+        out = asyncio.run(run())
+    out.stderr = (folder / "stderr.log").read_text(errors="replace")
+    return out
+
+
+@pytest.mark.parametrize("name", LIES)
+def test_a_lie_is_the_candidates_verdict_within_its_timeout(judged, name: str) -> None:
+    result, seconds = judged.results[name]
+    assert (result.verdict, result.reason) == expected(name), result.evidence
+    assert result.evidence["sandbox"].startswith("bwrap ")
+    assert seconds <= judged.timeout_s + SLACK_S
+
+
+@pytest.mark.parametrize("name", LIES)
+def test_a_lie_brings_no_host_file_into_the_verdict(judged, lie_targets, name: str) -> None:
+    result, _ = judged.results[name]
+    assert lie_targets.leaked(msgspec.json.encode(result).decode()) == [], result.evidence
+
+
+def test_no_host_file_reaches_the_evaluators_own_output(judged, lie_targets) -> None:
+    assert lie_targets.leaked(judged.stderr) == []
+
+
+def test_the_worker_judges_the_next_job_after_every_lie(judged) -> None:
+    assert judged.same_worker  # never lost, never replaced
+    assert (judged.next_job.verdict, judged.next_job.reason) == ("correct", "ok"), judged.next_job.evidence
+
+
+def test_the_kernel_refuses_a_hard_link_to_a_host_file(judged) -> None:
+    output = judged.results["lie_hard_link"][0].evidence["output"]  # printed into the log the server holds open
+    for target in ("/tmp/kz_lying_files/secret", "/etc/shadow"):  # another mount: bubblewrap binds it
+        assert f"link {target}: Invalid cross-device link" in output, output
+
+
+def test_the_kernel_refuses_a_device_node(judged) -> None:
+    output = judged.results["lie_device_node"][0].evidence["output"]
+    assert "mknod /dev/mem: Operation not permitted" in output, output
+
+
+def test_a_growing_output_is_read_bounded_and_its_writer_does_not_outlive_the_job(judged) -> None:
+    output = judged.results["lie_grows"][0].evidence["output"]
+    assert "kz-grows" in output and len(output) <= 1500  # the tail of the file the server opened, not the path's
+    assert sandbox_targets.processes_named("kz-lying-grows") == []
+

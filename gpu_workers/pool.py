@@ -33,6 +33,7 @@ from kernelzero.gpu_workers.device_turns import TURNS_INSIDE, turns_dir
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, evaluation
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.static_check import check_source
+from kernelzero.sandbox import untrusted_files
 from kernelzero.sandbox.launcher import Sandbox, SandboxUnavailable
 from kernelzero.sandbox.workspace import EXTENSIONS, PRECOMPILED, Workspace
 from kernelzero.schemas import Evaluation
@@ -291,7 +292,7 @@ class EvaluatorPool:
             return str(ext_dir), msgspec.json.decode(known, type=Built), 0.0, None
         ext_dir.mkdir(parents=True, exist_ok=True)
         src_path = ext_dir / "kz_candidate.py"
-        src_path.write_text(candidate_src)
+        untrusted_files.replace_file(str(src_path), candidate_src.encode())  # a failed build may have left a link there
         self.sandbox.own(ext_dir)
         pch_dir = await self._precompiled_header()
         spent = cpu = 0.0

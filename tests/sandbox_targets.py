@@ -1,6 +1,7 @@
 """What sandbox tests aim untrusted code at and how they see what got through: a root-only secret and host files with unique markers, the evaluator's stderr, the host's process table; it knows nothing of files it did not plant.
 
-The lying-file candidates (tests/evaluator/candidates_sandbox/lie_*.py) name these paths literally: SECRET (mode 0600, in a folder the tests bind read-only into the sandbox
+The lying-file candidates (tests/evaluator/candidates_sandbox/lie_*.py, build_leaves_lies.py, build_plants_link.py)
+name these paths literally: SECRET (mode 0600, in a folder the tests bind read-only into the sandbox
 through `sandbox_binds`, so a candidate can point a link at it but not read it), OUTSIDE (never bound:
 only a reader on the host could follow a link to it) and VICTIM (a host file a write through a planted
 link would change).

@@ -145,11 +145,16 @@ class Sandbox:
     def confinement_arg(self) -> str:
         return msgspec.json.encode(self.confinement()).decode()
 
+    @property
+    def candidate_owner(self) -> int:
+        """The host uid owning what candidate code makes: `candidate_uid` where the evaluator maps one, else its own."""
+        return self.config.candidate_uid if self.maps_candidate else os.geteuid()
+
     def own(self, path: Path) -> None:
-        """Hand a folder (and what is in it) to the candidate's host uid, where the evaluator maps one."""
+        """Hand a folder and what is in it (links not followed) to the candidate's host uid, where one is mapped."""
         if not self.maps_candidate:
             return
-        uid = self.config.candidate_uid
+        uid = self.candidate_owner
         os.chown(path, uid, uid)
         for root, dirs, files in os.walk(path):
             for name in dirs + files:

@@ -1,6 +1,8 @@
 """A sandboxed server's folder on the host, seen inside bubblewrap at /kz: a fresh scratch per request, a copy of a job's CUDA extensions; it holds files, it does not confine.
 
 Confinement to these folders is launcher.py's (the only writable bind) and confine.py's (Landlock).
+Untrusted code may leave anything in them: they are emptied without following links (shutil.rmtree),
+and the extensions are copied as untrusted_files.py copies (no link followed, no special file copied).
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from kernelzero.sandbox import untrusted_files
 
 if TYPE_CHECKING:
     from kernelzero.sandbox.launcher import Sandbox
@@ -44,8 +48,10 @@ class Workspace:
             return str(job), build_dir
         if not build_dir:
             return JOB, ""
-        # a copy, not a bind: load_inline writes (a lock file) into its build folder, and the cached one stays as built
-        shutil.copytree(build_dir, self.root / "ext", symlinks=True, ignore=shutil.ignore_patterns(".home"))
+        # a copy, not a bind: load_inline writes (a lock file) into its build folder, and the cached one stays as
+        # built; of what the build left, only its folders and regular files (links, FIFOs, devices stay behind)
+        owner = self.sandbox.candidate_owner
+        untrusted_files.copy_tree(build_dir, str(self.root / "ext"), owner, leave_out=(".home",))
         self.sandbox.own(self.root / "ext")
         return JOB, EXTENSIONS
 

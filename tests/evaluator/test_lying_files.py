@@ -1,4 +1,4 @@
-"""Candidates that leave lying files where the evaluator reads (links, hard links, FIFOs, sockets, device nodes, a file flipped under it, output that keeps growing), in bubblewrap on the CPU: no host file's content comes back, every lie is the candidate's verdict within its timeout, and the worker goes on.
+"""Candidates that leave lying files where the evaluator reads (links, hard links, FIFOs, sockets, device nodes, a file flipped under it, output that keeps growing; in a scratch or a build folder), in bubblewrap on the CPU: no host file's content comes back, every lie is the candidate's verdict within its timeout, and the worker goes on.
 
 The targets (a root-only secret bound read-only into the sandbox, host files never bound, /etc/shadow)
 are tests/sandbox_targets.py's. Needs bubblewrap; GPUs are not covered here (bench/eval_gpu_corpus.py
@@ -20,7 +20,7 @@ from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import EvaluatorPool
 from kernelzero.sandbox.launcher import find_bwrap
 from tests import sandbox_targets
-from tests.sandbox_targets import CANDIDATES, LIES, SECRET_DIR
+from tests.sandbox_targets import CANDIDATES, LIES, SECRET_DIR, VICTIM
 
 HERE = Path(__file__).parent
 RELU = (HERE / "problems" / "relu.py").read_text()
@@ -119,3 +119,44 @@ def test_a_growing_output_is_read_bounded_and_its_writer_does_not_outlive_the_jo
     assert "kz-grows" in output and len(output) <= 1500  # the tail of the file the server opened, not the path's
     assert sandbox_targets.processes_named("kz-lying-grows") == []
 
+
+def build_then_run(name: str, cache_dir: Path):
+    """A candidate through the CUDA path's build process, twice, then a job and a correct candidate, on the CPU.
+
+    (first build's failure or None, second build's failure or None, the job's result or None, the correct one's).
+    """
+    source = (CANDIDATES / f"{name}.py").read_text()
+
+    async def run():
+        config = EvaluatorConfig(cache_dir=str(cache_dir), static_checks=False, timeout_s=60,
+                                 sandbox_binds=[str(SECRET_DIR)])
+        async with EvaluatorPool(config, device="cpu", use_cache=False) as pool:
+            first = await pool._build(source)
+            second = await pool._build(source)  # a failed build is built again: its folder is reused
+            ext_dir, built, _, failure = second
+            job = None if failure is not None else await pool._run(RELU, source, ext_dir, built)
+            return first[3], failure, job, await pool.evaluate(RELU, CORRECT)
+
+    return asyncio.run(run())
+
+
+def test_a_build_folders_lies_stay_out_of_the_jobs_copy(lie_targets, tmp_path: Path) -> None:
+    _, failure, result, next_job = build_then_run("build_leaves_lies", tmp_path)
+    assert failure is None
+    assert (result.verdict, result.reason) == expected("build_leaves_lies"), result.evidence
+    error = result.evidence["error"]
+    assert "holds build_report.txt:file, kz_candidate.py:file;" in error  # no link, FIFO, socket, hard-linked file
+    for target in ("/tmp/kz_lying_files/secret", "/etc/shadow"):
+        assert f"link {target}: Invalid cross-device link" in error, error
+    assert "mknod /dev/mem: Operation not permitted" in error
+    assert lie_targets.leaked(msgspec.json.encode(result).decode()) == []
+    assert (next_job.verdict, next_job.reason) == ("correct", "ok"), next_job.evidence
+
+
+def test_a_link_planted_in_a_failed_build_is_not_written_through(lie_targets, tmp_path: Path) -> None:
+    first, second, _, next_job = build_then_run("build_plants_link", tmp_path)
+    for failure in (first, second):
+        assert (failure.verdict, failure.reason) == expected("build_plants_link"), failure.evidence
+    assert VICTIM.read_text() == lie_targets.victim  # the second build's source went to the build folder, not the link
+    assert lie_targets.leaked(msgspec.json.encode(second).decode()) == []
+    assert (next_job.verdict, next_job.reason) == ("correct", "ok"), next_job.evidence

@@ -1,6 +1,7 @@
 """Attack candidates (Python, C++; run and build) against the real sandbox: each fails, nothing outside changes, verdicts say why.
 
-Every candidate in candidates_sandbox/ but the lying-file ones (lie_*: test_lying_files.py) aims at fixed targets this module sets up: files under
+Every candidate in candidates_sandbox/ but the lying-file ones (lie_*, build_leaves_lies, build_plants_link:
+test_lying_files.py) aims at fixed targets this module sets up: files under
 /tmp/kz_sandbox_test (a secret in a "home", a log file), /tmp/kz_pwned*, the cache folder
 reached from the scratch folder, a TCP port and an abstract unix socket listening here, and the
 host's process table. Needs bubblewrap (scripts/setup.sh installs it as root); does not cover GPUs.

@@ -8,7 +8,8 @@ ever, a device, a file hard-linked elsewhere, or be swapped between a check and 
 - where a path must be opened, `open_regular` opens it without following a link, without blocking,
   and keeps it only if the descriptor is a regular file with one link, owned by whom it should be;
 - `copy_tree` copies folders and such files only (no links, special files, hard-linked or others' files);
-- `replace_file` writes a new file and renames it over the path: a link there is replaced, not written through.
+- `replace_file` writes a new file and renames it over the path: a link there is replaced, not written through;
+- `remove_tree` removes a tree without following links, however deep untrusted code nested it.
 docs/evaluator.md (Containment) lists every such access and which of these guards it.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import tempfile
 import uuid
 
@@ -112,3 +114,12 @@ def replace_file(path: str, data: bytes) -> None:
         os.close(fd)
     os.replace(fresh, path)
 
+
+def remove_tree(path: str, keep_top: bool = False) -> None:
+    """Remove `path` and all beneath it (with `keep_top`, only what is beneath), following no link, however deep.
+
+    GNU find walks by descriptor, and its -delete never follows a link; shutil.rmtree recurses in Python, and a
+    scratch folder a candidate nested a few thousand folders deep made it raise RecursionError in the pool.
+    """
+    subprocess.run(["find", path, *(["-mindepth", "1"] if keep_top else []), "-delete"],
+                   stdin=subprocess.DEVNULL, capture_output=True, check=False)

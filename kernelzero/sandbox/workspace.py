@@ -1,13 +1,12 @@
 """A sandboxed server's folder on the host, seen inside bubblewrap at /kz: a fresh scratch per request, a copy of a job's CUDA extensions; it holds files, it does not confine.
 
 Confinement to these folders is launcher.py's (the only writable bind) and confine.py's (Landlock).
-Untrusted code may leave anything in them: they are emptied without following links (shutil.rmtree),
-and the extensions are copied as untrusted_files.py copies (no link followed, no special file copied).
+Untrusted code may leave anything in them: they are emptied and copied as untrusted_files.py does it
+(no link followed, no special file copied, any depth).
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,9 +56,8 @@ class Workspace:
 
     def clear(self) -> None:
         for sub in ("job", "ext"):
-            shutil.rmtree(self.root / sub, ignore_errors=True)
-        for entry in (self.root / "shm").iterdir():
-            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            untrusted_files.remove_tree(str(self.root / sub))
+        untrusted_files.remove_tree(str(self.root / "shm"), keep_top=True)
 
     def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        untrusted_files.remove_tree(str(self.root))

@@ -1,4 +1,4 @@
-"""Candidates that leave lying files where the evaluator reads (links, hard links, FIFOs, sockets, device nodes, a file flipped under it, output that keeps growing; in a scratch or a build folder), in bubblewrap on the CPU: no host file's content comes back, every lie is the candidate's verdict within its timeout, and the worker goes on.
+"""Candidates that leave lying files where the evaluator reads (links, hard links, FIFOs, sockets, device nodes, a file flipped under it, output that keeps growing, folders nested thousands deep; in a scratch or a build folder), in bubblewrap on the CPU: no host file's content comes back, every lie is the candidate's verdict within its timeout, and the worker goes on.
 
 The targets (a root-only secret bound read-only into the sandbox, host files never bound, /etc/shadow)
 are tests/sandbox_targets.py's. Needs bubblewrap; GPUs are not covered here (bench/eval_gpu_corpus.py

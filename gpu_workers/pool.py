@@ -42,6 +42,7 @@ from kernelzero.schemas.messages import (BUILD_LINE, CONFINED, REFUSED, BuildOut
 
 NOT_CACHED = {"timeout", "evaluator_error"}
 NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy
+BUILD_OUTPUT_KEPT = 1 << 16  # bytes kept of each end of a build's output: our first line, its last lines
 _CONFIG_NOT_IN_KEY = {"cache_dir", "build_workers", "workers_per_gpu", "cpu_workers", "device", "timeout_s",
                       "compile_timeout_s", "build_headers", "precompiled_headers_dir", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
 
@@ -350,7 +351,7 @@ class EvaluatorPool:
                                             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                                             start_new_session=True)
             try:
-                out, _ = await asyncio.wait_for(proc.communicate(), timeout=self.config.compile_timeout_s)
+                out = await asyncio.wait_for(_ends_of_output(proc), timeout=self.config.compile_timeout_s)
             except asyncio.TimeoutError:
                 proc.kill()
                 await proc.wait()
@@ -372,6 +373,19 @@ class EvaluatorPool:
                 pass  # whatever the candidate printed after our line is not an outcome
         outcome.log = text[-2000:]
         return outcome
+
+
+async def _ends_of_output(proc: asyncio.subprocess.Process, kept: int = BUILD_OUTPUT_KEPT) -> bytes:
+    """The first and last `kept` bytes of what `proc` prints until it exits: a build's candidate code may print
+    without end, and the whole of it would be held in the pool's memory."""
+    head, tail = bytearray(), bytearray()
+    while chunk := await proc.stdout.read(1 << 16):
+        split = max(0, kept - len(head))
+        head += chunk[:split]
+        tail += chunk[split:]
+        del tail[:-kept]
+    await proc.wait()
+    return bytes(head + tail)
 
 
 def evaluate(problem_src: str, candidate_src: str, config: EvaluatorConfig | None = None, *,

@@ -1,4 +1,4 @@
-"""Candidates that leave lying files where the evaluator reads (links, hard links, FIFOs, sockets, device nodes, a file flipped under it, output that keeps growing, folders nested thousands deep; in a scratch or a build folder), in bubblewrap on the CPU: no host file's content comes back, every lie is the candidate's verdict within its timeout, and the worker goes on.
+"""Candidates that leave lying files where the evaluator reads (links, hard links, FIFOs, sockets, device nodes, a file flipped under it, output that keeps growing, folders nested thousands deep; in a scratch or a build folder; a build's output without end), in bubblewrap on the CPU: no host file's content comes back, every lie is the candidate's verdict within its timeout, and the worker goes on.
 
 The targets (a root-only secret bound read-only into the sandbox, host files never bound, /etc/shadow)
 are tests/sandbox_targets.py's. Needs bubblewrap; GPUs are not covered here (bench/eval_gpu_corpus.py
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import resource
 import time
 from pathlib import Path
 
@@ -160,3 +161,13 @@ def test_a_link_planted_in_a_failed_build_is_not_written_through(lie_targets, tm
     assert VICTIM.read_text() == lie_targets.victim  # the second build's source went to the build folder, not the link
     assert lie_targets.leaked(msgspec.json.encode(second).decode()) == []
     assert (next_job.verdict, next_job.reason) == ("correct", "ok"), next_job.evidence
+
+
+def test_a_build_that_floods_its_output_does_not_fill_the_pools_memory(tmp_path: Path) -> None:
+    import torch  # noqa: F401  (the pool imports it: imported first, only the build's output can raise the peak)
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    first, _, result, _ = build_then_run("build_floods_output", tmp_path)
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_kib) / 1024
+    assert first is None  # its own line was found after 512 MiB of output
+    assert (result.verdict, result.reason) == expected("build_floods_output"), result.evidence
+    assert grown_mib < 128, f"the pool's peak memory grew {grown_mib:.0f} MiB"

@@ -42,6 +42,7 @@ from kernelzero.schemas.messages import Confinement
 _PR_SET_CHILD_SUBREAPER = 36
 READY = b"ready"
 FILE_SIZE_LIMIT = 1 << 30  # RLIMIT_FSIZE of a request's child: bounds its output log, and any file it writes
+ANSWER_LIMIT = 1 << 26  # the most a child's answer may hold (evidence is cut far below it): a larger one is not ours
 
 
 class Handler(Protocol):
@@ -136,8 +137,7 @@ def _answer(handler: Handler, request: Any, confinement: Confinement | None, out
     os.close(write_fd)
     data, timed_out = _read_result(read_fd, pid, time.monotonic() + handler.timeout_s(request))
     os.close(read_fd)
-    if timed_out:
-        _kill_group(pid)
+    _kill_group(pid)  # out of time, or done sending (a whole frame, or more than any answer of ours): no need to go on
     _, status = os.waitpid(pid, 0)
     _kill_descendants()  # what the untrusted code started, in any session: nothing writes the log any more
     if timed_out:
@@ -205,40 +205,49 @@ def _frame_size(data: bytes) -> int:
 
 
 def _read_result(fd: int, pid: int, deadline: float) -> tuple[bytes, bool]:
-    """(what the child sent, timed out?): done once its frame is complete or the child is gone.
+    """(what the child sent, timed out?): done once its frame is complete (or announces more than ANSWER_LIMIT)
+    or the child is gone.
 
-    Not at end of file: processes the untrusted code forked hold the pipe open too.
+    Not at end of file: processes the untrusted code forked hold the pipe open too, and a child that closed
+    its end may still be running.
     """
-    data = b""
+    data = bytearray()
     child = os.pidfd_open(pid)
+    watched = [fd, child]
     try:
-        while not 0 <= _frame_size(data) <= len(data) - 36:
+        while not _sent(data):
             left = deadline - time.monotonic()
             if left <= 0:
-                return data, True
-            ready, _, _ = select.select([fd, child], [], [], left)
+                return bytes(data), True
+            ready, _, _ = select.select(watched, [], [], left)
             if fd in ready:
                 chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                data += chunk
+                if chunk:
+                    data += chunk
+                else:
+                    watched = [child]  # nothing can come any more: wait for the child's end, or its deadline
             elif child in ready:  # exited: what it sent is in the pipe already
                 os.set_blocking(fd, False)
-                data += _drain(fd)
+                _drain(fd, data)
                 break
     finally:
         os.close(child)
-    return data, False
+    return bytes(data), False
 
 
-def _drain(fd: int) -> bytes:
-    data = b""
+def _sent(data: bytearray) -> bool:
+    """Whether `data` holds a whole frame, or announces one larger than any answer (reading on would be for nothing)."""
+    size = _frame_size(data)
+    return size > ANSWER_LIMIT or 0 <= size <= len(data) - 36
+
+
+def _drain(fd: int, data: bytearray) -> None:
+    """Add what is in the pipe now to `data`, up to a whole frame (processes left behind may still be writing)."""
     try:
-        while chunk := os.read(fd, 1 << 20):
+        while not _sent(data) and (chunk := os.read(fd, 1 << 20)):
             data += chunk
     except BlockingIOError:
         pass
-    return data
 
 
 def _kill_group(pid: int) -> None:

@@ -151,14 +151,16 @@ class Sandbox:
         return self.config.candidate_uid if self.maps_candidate else os.geteuid()
 
     def own(self, path: Path) -> None:
-        """Hand a folder and what is in it (links not followed) to the candidate's host uid, where one is mapped."""
+        """Hand a folder and what is in it to the candidate's host uid, where one is mapped.
+
+        GNU chown -R walks by descriptor at any depth and, with -h, changes a link itself, never what it names:
+        a reused build folder is the candidate's making (os.walk recursed in Python, and a failed build that
+        nested 2000 folders made the next build of its source raise RecursionError).
+        """
         if not self.maps_candidate:
             return
         uid = self.candidate_owner
-        os.chown(path, uid, uid)
-        for root, dirs, files in os.walk(path):
-            for name in dirs + files:
-                os.chown(os.path.join(root, name), uid, uid, follow_symlinks=False)
+        subprocess.run(["chown", "-R", "-h", f"{uid}:{uid}", "--", str(path)], check=True, capture_output=True)
 
     # ---- starting processes ----
     async def start(self, command: list[str], *, writable: list[tuple[str, str]], gpu: bool = False,

@@ -19,6 +19,7 @@ import pytest
 
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import EvaluatorPool
+from kernelzero.sandbox import untrusted_files
 from kernelzero.sandbox.launcher import find_bwrap
 from tests import sandbox_targets
 from tests.sandbox_targets import CANDIDATES, LIES, SECRET_DIR, VICTIM
@@ -160,6 +161,16 @@ def test_a_link_planted_in_a_failed_build_is_not_written_through(lie_targets, tm
         assert (failure.verdict, failure.reason) == expected("build_plants_link"), failure.evidence
     assert VICTIM.read_text() == lie_targets.victim  # the second build's source went to the build folder, not the link
     assert lie_targets.leaked(msgspec.json.encode(second).decode()) == []
+    assert (next_job.verdict, next_job.reason) == ("correct", "ok"), next_job.evidence
+
+
+def test_a_failed_builds_deep_folders_do_not_stop_the_next_build(tmp_path: Path) -> None:
+    try:
+        first, second, _, next_job = build_then_run("build_nests_deep", tmp_path)
+    finally:
+        untrusted_files.remove_tree(str(tmp_path / "builds"))  # pytest's own removal (shutil.rmtree) recurses
+    for failure in (first, second):
+        assert (failure.verdict, failure.reason) == expected("build_nests_deep"), failure.evidence
     assert (next_job.verdict, next_job.reason) == ("correct", "ok"), next_job.evidence
 
 

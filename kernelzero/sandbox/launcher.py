@@ -36,7 +36,7 @@ from pathlib import Path
 import msgspec
 
 from kernelzero.config import EvaluatorConfig
-from kernelzero.sandbox import confine
+from kernelzero.sandbox import confine, untrusted_files
 from kernelzero.sandbox.workspace import SHARED_MEMORY, Workspace
 from kernelzero.schemas.messages import Confinement, ProbeReport
 
@@ -151,16 +151,10 @@ class Sandbox:
         return self.config.candidate_uid if self.maps_candidate else os.geteuid()
 
     def own(self, path: Path) -> None:
-        """Hand a folder and what is in it to the candidate's host uid, where one is mapped.
-
-        GNU chown -R walks by descriptor at any depth and, with -h, changes a link itself, never what it names:
-        a reused build folder is the candidate's making (os.walk recursed in Python, and a failed build that
-        nested 2000 folders made the next build of its source raise RecursionError).
-        """
-        if not self.maps_candidate:
-            return
-        uid = self.candidate_owner
-        subprocess.run(["chown", "-R", "-h", f"{uid}:{uid}", "--", str(path)], check=True, capture_output=True)
+        """Hand a folder and what is in it to the candidate's host uid, where one is mapped (a reused build folder
+        is the candidate's making: untrusted_files.hand_over follows no link, at any depth)."""
+        if self.maps_candidate:
+            untrusted_files.hand_over(str(path), self.candidate_owner)
 
     # ---- starting processes ----
     async def start(self, command: list[str], *, writable: list[tuple[str, str]], gpu: bool = False,

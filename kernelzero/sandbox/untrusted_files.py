@@ -9,13 +9,15 @@ ever, a device, a file hard-linked elsewhere, or be swapped between a check and 
   and keeps it only if the descriptor is a regular file with one link, owned by whom it should be;
 - `copy_tree` copies folders and such files only (no links, special files, hard-linked or others' files);
 - `replace_file` writes a new file and renames it over the path: a link there is replaced, not written through;
-- `remove_tree` removes a tree without following links, however deep untrusted code nested it.
+- `remove_tree` and `hand_over` remove a tree and change its owner without following links, however deep
+  untrusted code nested it (GNU find and chown walk by descriptor; Python's shutil.rmtree and os.walk recurse).
 docs/evaluator.md (Containment) lists every such access and which of these guards it.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -118,8 +120,19 @@ def replace_file(path: str, data: bytes) -> None:
 def remove_tree(path: str, keep_top: bool = False) -> None:
     """Remove `path` and all beneath it (with `keep_top`, only what is beneath), following no link, however deep.
 
-    GNU find walks by descriptor, and its -delete never follows a link; shutil.rmtree recurses in Python, and a
-    scratch folder a candidate nested a few thousand folders deep made it raise RecursionError in the pool.
+    find's -delete never follows a link; shutil.rmtree recursed in Python, and a scratch folder a candidate
+    nested 2000 folders deep made it raise RecursionError in the pool.
     """
-    subprocess.run(["find", path, *(["-mindepth", "1"] if keep_top else []), "-delete"],
+    subprocess.run([_system_tool("find"), path, *(["-mindepth", "1"] if keep_top else []), "-delete"],
                    stdin=subprocess.DEVNULL, capture_output=True, check=False)
+
+
+def hand_over(path: str, uid: int) -> None:
+    """Make `uid` (and its group) the owner of `path` and all beneath it; a link is changed itself, never what it names."""
+    subprocess.run([_system_tool("chown"), "-R", "-h", f"{uid}:{uid}", "--", path],
+                   stdin=subprocess.DEVNULL, capture_output=True, check=True)
+
+
+def _system_tool(name: str) -> str:
+    """`name` from the system's own folders (os.defpath), whatever PATH the caller has."""
+    return shutil.which(name, path=os.defpath) or name

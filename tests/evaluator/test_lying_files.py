@@ -182,3 +182,33 @@ def test_a_build_that_floods_its_output_does_not_fill_the_pools_memory(tmp_path:
     assert first is None  # its own line was found after 512 MiB of output
     assert (result.verdict, result.reason) == expected("build_floods_output"), result.evidence
     assert grown_mib < 128, f"the pool's peak memory grew {grown_mib:.0f} MiB"
+
+
+def test_no_host_file_reaches_the_event_log(lie_targets, tmp_path: Path) -> None:
+    """The evaluator service on an embedded log: what the lies' verdicts became there holds no planted file."""
+    import anyio
+
+    from kernelzero.config import Config, LogConfig
+    from kernelzero.gpu_workers.service import run_evaluator
+    from kernelzero.log import open_log
+    from kernelzero.schemas import SampleGenerated, make_event
+    from kernelzero.stage import publish
+
+    lies = ["lie_link_root_only", "lie_link_shadow", "lie_flips"]
+    url = f"embedded:{tmp_path / 'log.sqlite'}"
+    samples = [SampleGenerated(sample_id=name, module_id="m1", backend="triton", source=(CANDIDATES / f"{name}.py")
+                               .read_text(), problem_source=RELU, group_size=len(lies), group_index=i)
+               for i, name in enumerate(lies)]
+    config = Config(log=LogConfig(url=url), evaluator=config_for(lies[0], tmp_path / "cache"))
+
+    async def serve():
+        log = await open_log(url)
+        await publish(log, [make_event(s, correlation_id="m1", producer="test") for s in samples])
+        await log.close()
+        return await run_evaluator(url, config, idle_exit_s=1.0, device="cpu", use_cache=False)
+
+    stats = anyio.run(serve)
+    assert (stats.produced, stats.dead_lettered) == (len(lies), 0)
+    stored = b"".join(path.read_bytes() for path in tmp_path.glob("log.sqlite*")).decode("latin-1")
+    assert "worker_exited:7" in stored and "timeout" in stored  # the verdicts are there, as written
+    assert lie_targets.leaked(stored) == []

@@ -4,7 +4,8 @@ The server (`python -m kernelzero.consumers.validator_child [CONFINEMENT_JSON]`,
 consumers/validator.py through kernelzero/sandbox/client.py) imports torch and the problem loader
 once; each ValidationRequest runs in a fork that confines itself to its scratch folder before
 the module's code exists in it and answers a ValidationAnswer. A module that crashes, hangs,
-leaks or patches torch affects only its own run.
+leaks or patches torch affects only its own run; the detail of a run that died or timed out ends
+with the tail of what it printed, read through the server's own descriptor of its output log.
 """
 
 from __future__ import annotations
@@ -144,6 +145,11 @@ def _refused(reason: str, detail: str) -> bytes:
     return _answer(ModuleVerdict(ok=False, reason=reason, detail=detail))
 
 
+def _with_output(detail: str, output: str) -> str:
+    """`detail`, and the tail of what the run printed (the fork server's copy: forkserver.py) where it printed."""
+    return f"{detail}; output: {output}" if output else detail
+
+
 class ModuleChecks:
     """forkserver.Handler for ValidationRequests: answers are msgpack ValidationAnswers."""
 
@@ -168,9 +174,6 @@ class ModuleChecks:
         return [request.scratch_dir], request.scratch_dir
 
     def run(self, request: ValidationRequest) -> bytes:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
         os.chdir(request.scratch_dir)
         return _answer(_checks_or_verdict(request))
 
@@ -180,13 +183,13 @@ class ModuleChecks:
     def failed(self, request: ValidationRequest, exc: BaseException) -> bytes:
         return _refused("runtime_error", f"validator child: {type(exc).__name__}: {exc}"[:2000])
 
-    def timed_out(self, request: ValidationRequest) -> bytes:
-        return _refused("timeout", f"no result within {request.timeout_s:g} s")
+    def timed_out(self, request: ValidationRequest, output: str) -> bytes:
+        return _refused("timeout", _with_output(f"no result within {request.timeout_s:g} s", output))
 
-    def died(self, request: ValidationRequest, status: int) -> bytes:
+    def died(self, request: ValidationRequest, status: int, output: str) -> bytes:
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:  # as the kernel's OOM killer ends it
-            return _refused("timeout", f"no result within {request.timeout_s:g} s")
-        return _refused("runtime_error", f"the run died (wait status {status})")
+            return self.timed_out(request, output)
+        return _refused("runtime_error", _with_output(f"the run died (wait status {status})", output))
 
     def forged(self, request: ValidationRequest) -> bytes:
         return _refused("runtime_error", "the result channel held bytes the validator did not sign")

@@ -33,6 +33,7 @@ from kernelzero.gpu_workers.device_turns import TURNS_INSIDE, turns_dir
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, evaluation
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.static_check import check_source
+from kernelzero.sandbox import untrusted_files
 from kernelzero.sandbox.launcher import Sandbox, SandboxUnavailable
 from kernelzero.sandbox.workspace import EXTENSIONS, PRECOMPILED, Workspace
 from kernelzero.schemas import Evaluation
@@ -41,6 +42,7 @@ from kernelzero.schemas.messages import (BUILD_LINE, CONFINED, REFUSED, BuildOut
 
 NOT_CACHED = {"timeout", "evaluator_error"}
 NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy
+BUILD_OUTPUT_KEPT = 1 << 16  # bytes kept of each end of a build's output: our first line, its last lines
 _CONFIG_NOT_IN_KEY = {"cache_dir", "build_workers", "workers_per_gpu", "cpu_workers", "device", "timeout_s",
                       "compile_timeout_s", "build_headers", "precompiled_headers_dir", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
 
@@ -291,7 +293,7 @@ class EvaluatorPool:
             return str(ext_dir), msgspec.json.decode(known, type=Built), 0.0, None
         ext_dir.mkdir(parents=True, exist_ok=True)
         src_path = ext_dir / "kz_candidate.py"
-        src_path.write_text(candidate_src)
+        untrusted_files.replace_file(str(src_path), candidate_src.encode())  # a failed build may have left a link there
         self.sandbox.own(ext_dir)
         pch_dir = await self._precompiled_header()
         spent = cpu = 0.0
@@ -349,7 +351,7 @@ class EvaluatorPool:
                                             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                                             start_new_session=True)
             try:
-                out, _ = await asyncio.wait_for(proc.communicate(), timeout=self.config.compile_timeout_s)
+                out = await asyncio.wait_for(_ends_of_output(proc), timeout=self.config.compile_timeout_s)
             except asyncio.TimeoutError:
                 proc.kill()
                 await proc.wait()
@@ -371,6 +373,19 @@ class EvaluatorPool:
                 pass  # whatever the candidate printed after our line is not an outcome
         outcome.log = text[-2000:]
         return outcome
+
+
+async def _ends_of_output(proc: asyncio.subprocess.Process, kept: int = BUILD_OUTPUT_KEPT) -> bytes:
+    """The first and last `kept` bytes of what `proc` prints until it exits: a build's candidate code may print
+    without end, and the whole of it would be held in the pool's memory."""
+    head, tail = bytearray(), bytearray()
+    while chunk := await proc.stdout.read(1 << 16):
+        split = max(0, kept - len(head))
+        head += chunk[:split]
+        tail += chunk[split:]
+        del tail[:-kept]
+    await proc.wait()
+    return bytes(head + tail)
 
 
 def evaluate(problem_src: str, candidate_src: str, config: EvaluatorConfig | None = None, *,

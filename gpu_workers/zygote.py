@@ -5,8 +5,10 @@ initialises CUDA, so forking it is safe and cheap. Each job's child (forkserver.
 confined before candidate code exists in it, killed with everything it started at the timeout)
 gets resource limits and its scratch directory here. A crash, abort or exit without a result
 becomes a verdict against the candidate (only its code can end the child early; an exit code
-proves nothing). An exception of the evaluator's own while setting the child up is answered as
-a signed `evaluator_error`; a job that would run with less than the required containment is refused.
+proves nothing); its evidence `output` is the tail of the job's output as the server holds it (forkserver.py:
+a file without a name), never a file the candidate left in its scratch. An exception of the evaluator's own while
+setting the child up is answered as a signed `evaluator_error`; a job that would run with less than the
+required containment is refused.
 
 Run as `python -m kernelzero.gpu_workers.zygote [CONFINEMENT_JSON]` (gpu_workers/pool.py does).
 """
@@ -62,17 +64,17 @@ class EvaluationJobs:
     def failed(self, job: Job, exc: BaseException) -> bytes:
         return _encode(_evaluator_error(job, exc))
 
-    def timed_out(self, job: Job) -> bytes:
+    def timed_out(self, job: Job, output: str) -> bytes:
         return _encode(evaluation("timeout", "timeout", device=_device(job), gpu=job.gpu,
-                                  evidence={"timeout_s": str(job.config.timeout_s), "output": _output(job)}))
+                                  evidence={"timeout_s": str(job.config.timeout_s), "output": output}))
 
-    def died(self, job: Job, status: int) -> bytes:
+    def died(self, job: Job, status: int, output: str) -> bytes:
         if os.WIFSIGNALED(status):
             reason = f"worker_crashed:{signal.Signals(os.WTERMSIG(status)).name}"
         else:
             reason = f"worker_exited:{os.WEXITSTATUS(status)}"
         return _encode(evaluation("runtime_error", reason, device=_device(job), gpu=job.gpu,
-                                  evidence={"output": _output(job)}))
+                                  evidence={"output": output}))
 
     def forged(self, job: Job) -> bytes:
         return _encode(evaluation("rejected", "forged_result", device=_device(job), gpu=job.gpu,
@@ -96,19 +98,9 @@ def _device(job: Job) -> str:
     return "cuda" if job.device.startswith("cuda") else "cpu"
 
 
-def _output(job: Job) -> str:
-    return _tail(os.path.join(job.scratch_dir, "output.log"))
-
-
 def _prepare_job(job) -> None:
-    # readable by the worker, which may run as another uid than the candidate
-    log = os.open(os.path.join(job.scratch_dir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
     os.chdir(job.scratch_dir)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
     if job.device.startswith("cuda"):
         import torch
         torch.cuda.set_device(torch.device(job.device))  # the memory cap follows the problem (trial.py)
@@ -128,16 +120,6 @@ def _vm_size() -> int:
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def _tail(path: str, limit: int = 1500) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - limit))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def _evaluator_error(job, exc: BaseException) -> Evaluation:

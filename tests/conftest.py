@@ -1,4 +1,4 @@
-"""Shared pytest settings and fixtures: async tests run on asyncio through anyio's plugin; tiny random-weight models, built once per session."""
+"""Shared pytest settings and fixtures: async tests run on asyncio through anyio's plugin; tiny random-weight models, built once per session; the files lying-file candidates aim at."""
 
 import pytest
 
@@ -8,6 +8,14 @@ from kernelzero.kit.models import TINY_QWEN2, build_random_model
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def lie_targets():
+    """A root-only secret, host files and /etc/shadow's first line, with fresh markers (tests/sandbox_targets.py)."""
+    from tests.sandbox_targets import planted
+    with planted() as targets:
+        yield targets
 
 
 @pytest.fixture(scope="session")

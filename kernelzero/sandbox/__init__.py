@@ -4,7 +4,8 @@
 - workspace.py: that writable folder (a fresh scratch per request);
 - confine.py, landlock.py, seccomp.py: what that process applies to itself before untrusted code exists in it;
 - probe.py: what containment holds on this machine;
-- forkserver.py: the long-lived server in the sandbox that runs each request in a fresh, confined fork.
+- forkserver.py: the long-lived server in the sandbox that runs each request in a fresh, confined fork;
+- untrusted_files.py: how the trusted side touches what untrusted code could have left (no link followed, bounded).
 
 Its messages (the CONFINED and REFUSED lines, SandboxRefusal, ProbeReport) are schemas/messages.py's.
 

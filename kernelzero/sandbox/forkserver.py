@@ -3,12 +3,19 @@
 The server (started in bubblewrap by launcher.py) imports what the untrusted code needs once,
 then reads length-prefixed msgpack requests on stdin and answers each on stdout (4-byte
 big-endian length, then the bytes; b"ready" first). A request runs in a child of its own: its
-own session, only the result pipe open, confined (confine.py: uid, limits, Landlock, seccomp)
-before any untrusted code exists in it; a request that would run with less than the required
-containment is refused. The child signs its answer with a key that lives only in the server's
-frame, so bytes the untrusted code writes into the pipe are told apart. A timeout kills the
+own session, only the result pipe and its output log open, confined (confine.py: uid, limits,
+Landlock, seccomp) before any untrusted code exists in it; a request that would run with less than
+the required containment is refused. The child signs its answer with a key that lives only in the
+server's frame, so bytes the untrusted code writes into the pipe are told apart. A timeout kills the
 child's process group, and the server, the subreaper of everything its children start, kills
 all of it (orphans and new sessions included) before it answers.
+
+The child's stdout and stderr go to an output log the server creates before the fork, without a name,
+in its own folder (the one above the request's home: /kz in bubblewrap, which untrusted code cannot
+write), and reads back (its tail, for the answer when the child timed out or died) through its own
+descriptor: nothing untrusted code leaves at a path (a link to a file only the server may read, a
+FIFO, a file that keeps growing) is ever opened by the server (untrusted_files.py). Each file the child
+writes, the log included, is capped at 1 GiB (RLIMIT_FSIZE).
 
 What a request is and what its answers say is a `Handler`'s (gpu_workers/zygote.py for the
 evaluator, consumers/validator_child.py for the validator).
@@ -29,11 +36,13 @@ from typing import Any, Protocol
 
 import msgspec
 
-from kernelzero.sandbox import confine
+from kernelzero.sandbox import confine, untrusted_files
 from kernelzero.schemas.messages import Confinement
 
 _PR_SET_CHILD_SUBREAPER = 36
 READY = b"ready"
+FILE_SIZE_LIMIT = 1 << 30  # RLIMIT_FSIZE of a request's child: bounds its output log, and any file it writes
+ANSWER_LIMIT = 1 << 26  # the most a child's answer may hold (evidence is cut far below it): a larger one is not ours
 
 
 class Handler(Protocol):
@@ -47,7 +56,7 @@ class Handler(Protocol):
     def timeout_s(self, request: Any) -> float: ...
 
     def folders(self, request: Any) -> tuple[list[str], str]:
-        """(folders the child may write, its home) for confine.enter."""
+        """(folders the child may write, its home) for confine.enter; the home lies in the server's own folder."""
 
     def run(self, request: Any) -> bytes:
         """In the confined child: the request's answer."""
@@ -57,10 +66,11 @@ class Handler(Protocol):
     def failed(self, request: Any, exc: BaseException) -> bytes:
         """The answer when our own code failed while setting the child up."""
 
-    def timed_out(self, request: Any) -> bytes: ...
+    def timed_out(self, request: Any, output: str) -> bytes:
+        """The answer when the child ran out of time (`output`: its output log's tail)."""
 
-    def died(self, request: Any, status: int) -> bytes:
-        """The answer when the child ended without one (wait status `status`)."""
+    def died(self, request: Any, status: int, output: str) -> bytes:
+        """The answer when the child ended without one (wait status `status`; `output`: its output log's tail)."""
 
     def forged(self, request: Any) -> bytes: ...
 
@@ -110,33 +120,42 @@ def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
 
 # ---- one request in a fork ----
 def run_forked(handler: Handler, request: Any, confinement: Confinement | None = None) -> bytes:
+    output = untrusted_files.create_output(os.path.dirname(handler.folders(request)[1]))  # before untrusted code
+    try:
+        return _answer(handler, request, confinement, output)
+    finally:
+        os.close(output)
+
+
+def _answer(handler: Handler, request: Any, confinement: Confinement | None, output: int) -> bytes:
     token = os.urandom(32)  # lives only in this frame: the answer is signed with it
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the disposable child: never returns
         os.close(read_fd)
-        _child(handler, request, confinement, token, write_fd)
+        _child(handler, request, confinement, token, write_fd, output)
     os.close(write_fd)
     data, timed_out = _read_result(read_fd, pid, time.monotonic() + handler.timeout_s(request))
     os.close(read_fd)
-    if timed_out:
-        _kill_group(pid)
+    _kill_group(pid)  # out of time, or done sending (a whole frame, or more than any answer of ours): no need to go on
     _, status = os.waitpid(pid, 0)
-    _kill_descendants()  # what the untrusted code started, in any session
+    _kill_descendants()  # what the untrusted code started, in any session: nothing writes the log any more
     if timed_out:
-        return handler.timed_out(request)
+        return handler.timed_out(request, untrusted_files.tail(output))
     if data:
         size, mac, payload = _frame_size(data), data[4:36], data[36:]
         if len(payload) != size or not hmac.compare_digest(mac, hmac.new(token, payload, hashlib.sha256).digest()):
             return handler.forged(request)
         return payload
-    return handler.died(request, status)
+    return handler.died(request, status, untrusted_files.tail(output))
 
 
-def _child(handler: Handler, request: Any, confinement: Confinement | None, token: bytes, write_fd: int):
+def _child(handler: Handler, request: Any, confinement: Confinement | None, token: bytes, write_fd: int,
+           output: int):
     code = 0
     try:
-        _close_inherited_fds(write_fd)
+        _keep_only(write_fd, output)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
         os.setsid()  # own process group: a timeout kills what the untrusted code started
         payload = _confine(handler, request, confinement) if confinement is not None else None
         if payload is None:
@@ -162,13 +181,16 @@ def _confine(handler: Handler, request: Any, confinement: Confinement) -> bytes 
     return handler.refused(request, missing, confine.label(confinement.launcher, mechanisms))
 
 
-def _close_inherited_fds(keep: int) -> None:
-    """Only the result pipe stays open: the server's own channel must be out of the untrusted code's reach."""
+def _keep_only(result_fd: int, output: int) -> None:
+    """Only the result pipe and the output log (as stdout and stderr) stay open: the server's own channel must be
+    out of the untrusted code's reach."""
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
     os.close(null)
-    os.closerange(3, keep)
-    os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    os.closerange(3, result_fd)
+    os.closerange(result_fd + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -183,40 +205,49 @@ def _frame_size(data: bytes) -> int:
 
 
 def _read_result(fd: int, pid: int, deadline: float) -> tuple[bytes, bool]:
-    """(what the child sent, timed out?): done once its frame is complete or the child is gone.
+    """(what the child sent, timed out?): done once its frame is complete (or announces more than ANSWER_LIMIT)
+    or the child is gone.
 
-    Not at end of file: processes the untrusted code forked hold the pipe open too.
+    Not at end of file: processes the untrusted code forked hold the pipe open too, and a child that closed
+    its end may still be running.
     """
-    data = b""
+    data = bytearray()
     child = os.pidfd_open(pid)
+    watched = [fd, child]
     try:
-        while not 0 <= _frame_size(data) <= len(data) - 36:
+        while not _sent(data):
             left = deadline - time.monotonic()
             if left <= 0:
-                return data, True
-            ready, _, _ = select.select([fd, child], [], [], left)
+                return bytes(data), True
+            ready, _, _ = select.select(watched, [], [], left)
             if fd in ready:
                 chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                data += chunk
+                if chunk:
+                    data += chunk
+                else:
+                    watched = [child]  # nothing can come any more: wait for the child's end, or its deadline
             elif child in ready:  # exited: what it sent is in the pipe already
                 os.set_blocking(fd, False)
-                data += _drain(fd)
+                _drain(fd, data)
                 break
     finally:
         os.close(child)
-    return data, False
+    return bytes(data), False
 
 
-def _drain(fd: int) -> bytes:
-    data = b""
+def _sent(data: bytearray) -> bool:
+    """Whether `data` holds a whole frame, or announces one larger than any answer (reading on would be for nothing)."""
+    size = _frame_size(data)
+    return size > ANSWER_LIMIT or 0 <= size <= len(data) - 36
+
+
+def _drain(fd: int, data: bytearray) -> None:
+    """Add what is in the pipe now to `data`, up to a whole frame (processes left behind may still be writing)."""
     try:
-        while chunk := os.read(fd, 1 << 20):
+        while not _sent(data) and (chunk := os.read(fd, 1 << 20)):
             data += chunk
     except BlockingIOError:
         pass
-    return data
 
 
 def _kill_group(pid: int) -> None:

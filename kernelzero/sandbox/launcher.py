@@ -36,7 +36,7 @@ from pathlib import Path
 import msgspec
 
 from kernelzero.config import EvaluatorConfig
-from kernelzero.sandbox import confine
+from kernelzero.sandbox import confine, untrusted_files
 from kernelzero.sandbox.workspace import SHARED_MEMORY, Workspace
 from kernelzero.schemas.messages import Confinement, ProbeReport
 
@@ -145,15 +145,16 @@ class Sandbox:
     def confinement_arg(self) -> str:
         return msgspec.json.encode(self.confinement()).decode()
 
+    @property
+    def candidate_owner(self) -> int:
+        """The host uid owning what candidate code makes: `candidate_uid` where the evaluator maps one, else its own."""
+        return self.config.candidate_uid if self.maps_candidate else os.geteuid()
+
     def own(self, path: Path) -> None:
-        """Hand a folder (and what is in it) to the candidate's host uid, where the evaluator maps one."""
-        if not self.maps_candidate:
-            return
-        uid = self.config.candidate_uid
-        os.chown(path, uid, uid)
-        for root, dirs, files in os.walk(path):
-            for name in dirs + files:
-                os.chown(os.path.join(root, name), uid, uid, follow_symlinks=False)
+        """Hand a folder and what is in it to the candidate's host uid, where one is mapped (a reused build folder
+        is the candidate's making: untrusted_files.hand_over follows no link, at any depth)."""
+        if self.maps_candidate:
+            untrusted_files.hand_over(str(path), self.candidate_owner)
 
     # ---- starting processes ----
     async def start(self, command: list[str], *, writable: list[tuple[str, str]], gpu: bool = False,

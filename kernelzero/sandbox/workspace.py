@@ -1,13 +1,16 @@
 """A sandboxed server's folder on the host, seen inside bubblewrap at /kz: a fresh scratch per request, a copy of a job's CUDA extensions; it holds files, it does not confine.
 
 Confinement to these folders is launcher.py's (the only writable bind) and confine.py's (Landlock).
+Untrusted code may leave anything in them: they are emptied and copied as untrusted_files.py does it
+(no link followed, no special file copied, any depth).
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from kernelzero.sandbox import untrusted_files
 
 if TYPE_CHECKING:
     from kernelzero.sandbox.launcher import Sandbox
@@ -44,16 +47,17 @@ class Workspace:
             return str(job), build_dir
         if not build_dir:
             return JOB, ""
-        # a copy, not a bind: load_inline writes (a lock file) into its build folder, and the cached one stays as built
-        shutil.copytree(build_dir, self.root / "ext", symlinks=True, ignore=shutil.ignore_patterns(".home"))
+        # a copy, not a bind: load_inline writes (a lock file) into its build folder, and the cached one stays as
+        # built; of what the build left, only its folders and regular files (links, FIFOs, devices stay behind)
+        owner = self.sandbox.candidate_owner
+        untrusted_files.copy_tree(build_dir, str(self.root / "ext"), owner, leave_out=(".home",))
         self.sandbox.own(self.root / "ext")
         return JOB, EXTENSIONS
 
     def clear(self) -> None:
         for sub in ("job", "ext"):
-            shutil.rmtree(self.root / sub, ignore_errors=True)
-        for entry in (self.root / "shm").iterdir():
-            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            untrusted_files.remove_tree(str(self.root / sub))
+        untrusted_files.remove_tree(str(self.root / "shm"), keep_top=True)
 
     def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        untrusted_files.remove_tree(str(self.root))

@@ -1,6 +1,7 @@
 """Attack candidates (Python, C++; run and build) against the real sandbox: each fails, nothing outside changes, verdicts say why.
 
-Every candidate in candidates_sandbox/ aims at fixed targets this module sets up: files under
+Every candidate in candidates_sandbox/ but the lying-file ones (lie_*, build_leaves_lies, build_plants_link:
+test_lying_files.py) aims at fixed targets this module sets up: files under
 /tmp/kz_sandbox_test (a secret in a "home", a log file), /tmp/kz_pwned*, the cache folder
 reached from the scratch folder, a TCP port and an abstract unix socket listening here, and the
 host's process table. Needs bubblewrap (scripts/setup.sh installs it as root); does not cover GPUs.
@@ -23,6 +24,7 @@ from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import EvaluatorPool
 from kernelzero.sandbox import confine
 from kernelzero.sandbox.launcher import find_bwrap
+from tests.sandbox_targets import processes_named
 
 HERE = Path(__file__).parent
 CANDIDATES = HERE / "candidates_sandbox"
@@ -99,18 +101,6 @@ def nothing_arrived(listener: socket.socket) -> bool:
         return True
     connection.close()
     return False
-
-
-def processes_named(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if marker.encode() in f.read():
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
 
 
 def cache_entries(cache_dir: Path) -> list[str]:

@@ -1,6 +1,7 @@
 """`kernelzero init-model`: a from-scratch model with a tokenizer trained on our corpus, loadable by every local path."""
 
 import json
+import re
 
 import pytest
 
@@ -56,7 +57,7 @@ def test_the_model_generates_and_refuses_to_overwrite(tmp_path, capsys):
     assert "bad.jsonl:1: not JSON" in capsys.readouterr().err and not (tmp_path / "n").exists()
 
 
-def test_no_token_crosses_a_digit_a_name_or_an_indentation(tmp_path):
+def test_no_token_crosses_a_digit_or_the_end_of_a_name(tmp_path):
     # the corpus repeats these lines often enough that an unrestricted BPE would merge whole lines
     line = "\n        t12 = torch.empty((16, 16, 8), device=x.device)\n    kernel[(t1.numel(),)](x, t1, 64, BLOCK=64)"
     assert cli_main(["init-model", "--size", "tiny", "--out", str(tmp_path / "m"), "--corpus",
@@ -65,8 +66,11 @@ def test_no_token_crosses_a_digit_a_name_or_an_indentation(tmp_path):
     tokens = [tokenizer.convert_tokens_to_string([t]) for t in tokenizer.tokenize(line)]
     assert "".join(tokens) == line
     assert [t for t in tokens if any(c.isdigit() for c in t)] == [c for c in line if c.isdigit()]  # one digit each
-    assert "\n        " in tokens and "\n    " in tokens  # a line's indentation is a token of its own
-    assert all("\n" not in t or not t.strip() for t in tokens)
+    names = re.findall(r"[A-Za-z_][A-Za-z_.]*", line)
+    # a name is never split by a merge and never runs into what follows it: t12 is t, 1, 2
+    assert [n for t in tokens for n in re.findall(r"[A-Za-z_][A-Za-z_.]*$", t)] == names
+    # a line's indentation goes with its first name, never with a digit
+    assert "\n        t" in tokens and any(t.endswith("\n    kernel") for t in tokens)
 
 
 def _text(tmp_path, text: str):

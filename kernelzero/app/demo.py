@@ -21,7 +21,9 @@ import os
 import time
 from pathlib import Path
 
-from kernelzero.app.bootstrap import Plan
+import msgspec
+
+from kernelzero.app.bootstrap import DEMO_PLAN, Plan
 from kernelzero.app.serve import serve_until_idle
 from kernelzero.config import Config, dump_config
 
@@ -51,11 +53,11 @@ SUMMARY = {
 def add_arguments(parser) -> None:
     parser.add_argument("--out", default=None, metavar="DIR", help="run directory (default: runs/demo-TIMESTAMP)")
     parser.add_argument("--rounds", type=int, default=3, help="propose-code-evaluate-train rounds (default 3)")
-    add_loop_arguments(parser)
+    add_loop_arguments(parser, DEMO_PLAN)
 
 
-def add_loop_arguments(parser) -> None:
-    """The options the demo shares with `kernelzero experiment`."""
+def add_loop_arguments(parser, plan: Plan) -> None:
+    """The options the demo shares with `kernelzero experiment`; `plan` gives --distill its default."""
     from kernelzero.kit.heldout_protocol import MIN_MODULES
 
     parser.add_argument("--modules", type=int, default=12, help="modules proposed per round (default %(default)s)")
@@ -65,7 +67,7 @@ def add_loop_arguments(parser) -> None:
     parser.add_argument("--size", choices=("tiny", "small"), default="tiny", help="model size (default %(default)s)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu",
                         help="where models train and sample, and the evaluator runs (default %(default)s)")
-    parser.add_argument("--distill", type=int, default=Plan().modules, metavar="N",
+    parser.add_argument("--distill", type=int, default=plan.modules, metavar="N",
                         help="modules distilled (default %(default)s)")
     parser.add_argument("--cache", default=None, metavar="DIR",
                         help="bootstrap cache (default: [evaluator] cache_dir/demo)")
@@ -126,13 +128,14 @@ def measure_heldout(console, config_path: Path, rows: Path, limit: int, tag: str
     return code or run_stages(console, ANSWER_STAGES, config_path, f"held-out measurement {tag}", started)
 
 
-def warm_start(console, config: Config, args, started: float):
-    """The bootstrap for `args` (cached), printed, and the configuration pointed at its models; returns it."""
+def warm_start(console, config: Config, args, plan: Plan, started: float):
+    """The bootstrap of `plan` with `args`' sizes (cached), printed, and the configuration pointed at its models."""
     from kernelzero.app.bootstrap import bootstrap
 
     cache = Path(args.cache or os.path.join(os.path.expanduser(config.evaluator.cache_dir), "demo"))
     console.print(f"bootstrap (cached in {cache}): distill {args.distill} modules, from-scratch {args.size} models, SFT")
-    boot = bootstrap(config, Plan(modules=args.distill, size=args.size), cache, device=args.device)
+    boot = bootstrap(config, msgspec.structs.replace(plan, modules=args.distill, size=args.size), cache,
+                     device=args.device)
     for role, report in boot.sft.items():
         checks = ", ".join(f"{c['passed']}/{c['total']}@{c['step']}" for c in report["checks"])
         console.print(f"  {role}: SFT {report['steps']} steps, loss {report['first_loss']:.3f} -> "
@@ -202,7 +205,7 @@ def main(args, config: Config) -> int:
         console.print("[red]the evaluator rejects the known-good example: stopping[/red]")
         return 1
     started = time.monotonic()
-    boot = warm_start(console, config, args, started)
+    boot = warm_start(console, config, args, DEMO_PLAN, started)
     config_path = out / "kernelzero.toml"
     config_path.write_text(dump_config(config))
     rows = Path(boot.distill_dir) / "coder_heldout.jsonl"

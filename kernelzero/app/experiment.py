@@ -24,6 +24,7 @@ import shutil
 import time
 from pathlib import Path
 
+from kernelzero.app.bootstrap import Plan
 from kernelzero.app.demo import (STAGES, add_loop_arguments, loop_config, measure_heldout, quiet_libraries, run_stages,
                                  self_check, summarize, warm_start)
 from kernelzero.config import Config, dump_config
@@ -52,7 +53,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rounds", type=int, default=8, help="propose-code-evaluate-train rounds per arm (default 8)")
     parser.add_argument("--measure-every", type=int, default=4, metavar="R",
                         help="measure the held-out modules every R rounds as well as at the end (default 4)")
-    add_loop_arguments(parser)
+    add_loop_arguments(parser, Plan())
     parser.set_defaults(heldout=64, group_size=8, modules=8)
 
 
@@ -256,7 +257,7 @@ def main(args, config: Config) -> int:
         console.print("[red]the evaluator rejects the known-good example: stopping[/red]")
         return 1
     started = time.monotonic()
-    boot = warm_start(console, base, args, started)
+    boot = warm_start(console, base, args, Plan(), started)
     rows = Path(boot.distill_dir) / "coder_heldout.jsonl"
     available = sum(1 for line in rows.read_text().splitlines() if line.strip())
     if available < args.heldout:

@@ -1,0 +1,54 @@
+"""`kernelzero experiment`'s arithmetic and arms: per-module pass rates turned into the table, paired against the control; the runs themselves are benchmarks (docs/BENCHMARKS.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelzero.app.experiment import ARMS, CONTROL, arm_config, markdown, results
+from kernelzero.config import Config
+
+
+def measured(sampled: dict[int, float], greedy: dict[int, float], train: list[float]) -> dict:
+    curve = [{"policy_version": v, "train_samples": 32, "train_pass_rate": rate, "kl_to_start": 0.01 * v}
+             for v, rate in enumerate(train)]
+    return {"seconds": 60.0, "final": {"sampled": sampled, "greedy": greedy}, "curve": curve, "verdicts": []}
+
+
+def test_the_arms_differ_from_the_base_only_where_they_say(tmp_path):
+    base = Config()
+    a, b, c = (arm_config(base, arm, tmp_path / arm) for arm in "abc")
+    assert a.log.url == f"embedded:{tmp_path / 'a' / 'log.sqlite'}" and a.trainer.checkpoint_dir == str(tmp_path / "a" / "checkpoints")
+    assert (a.proposer.sampling, a.trainer.proposer_steps, a.trainer.learning_rate) == \
+        ("frontier", base.trainer.proposer_steps, base.trainer.learning_rate)
+    assert (b.proposer.sampling, b.trainer.proposer_steps) == ("uniform", 0)
+    assert c.trainer.learning_rate == c.trainer.lora_learning_rate == 0.0 and c.proposer.sampling == "frontier"
+    assert base.log.url != a.log.url  # the base is left as it was
+    assert CONTROL == "c" and set(ARMS) == {"a", "b", "c"}
+
+
+def test_results_pair_each_arm_with_the_control_module_by_module():
+    modules = 64
+    start = {"sampled": {str(i): 0.25 for i in range(modules)}, "greedy": {str(i): 0.5 for i in range(modules)}}
+    better = {i: 0.5 for i in range(modules)}
+    same = {i: 0.25 for i in range(modules)}
+    arms = {"a": measured(better, better, [0.3, 0.35, 0.4]), "c": measured(same, same, [0.3, 0.3, 0.3])}
+    table = results(start, arms, modules)
+    a = table["a"]["sampled"]
+    assert a["start"]["pass_at_1"] == pytest.approx(0.25) and a["end"]["pass_at_1"] == pytest.approx(0.5)
+    assert a["end"]["low"] < 0.5 < a["end"]["high"] and a["end"]["modules"] == modules
+    assert a["minus_control"]["difference"] == pytest.approx(0.25) and a["minus_control"]["low"] > 0
+    assert "minus_control" not in table["c"]["sampled"]
+    assert table["a"]["train_pass_rate"] == {"first": 0.3, "lowest": 0.3, "last": 0.4, "samples": 96}
+    assert table["a"]["kl_to_start_last"] == pytest.approx(0.02)
+
+
+def test_a_module_one_arm_did_not_measure_is_left_out_of_the_pair():
+    start = {"sampled": {"0": 0.0, "1": 0.0}, "greedy": {"0": 0.0, "1": 0.0}}
+    arms = {"a": measured({0: 1.0}, {0: 1.0, 1: 1.0}, [0.5]), "c": measured({0: 0.0, 1: 0.0}, {0: 0.0, 1: 0.0}, [0.5])}
+    table = results(start, arms, 2)
+    assert table["a"]["sampled"]["end"]["modules"] == 1 and table["a"]["sampled"]["minus_control"]["modules"] == 1
+    assert table["a"]["greedy"]["minus_control"]["modules"] == 2
+    text = markdown(table, type("Args", (), {"rounds": 1, "modules": 2, "group_size": 4, "heldout": 2})())
+    assert "| a: " in text and "| c: " in text and "+1.000" in text

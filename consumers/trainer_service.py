@@ -29,7 +29,7 @@ import msgspec
 
 from kernelzero.config import Config
 from kernelzero.consumers import data_parallel
-from kernelzero.consumers.groups import GroupAssembler, ScoredGroup
+from kernelzero.consumers.groups import GroupAssembler, ClosedGroup
 from kernelzero.consumers.proposer_trainer import ProposerRewards
 from kernelzero.schemas import Event
 from kernelzero.schemas.messages import TrainingSample
@@ -103,7 +103,7 @@ class TrainerStage:
         """Close groups whose deadline passed (the service's timer calls this)."""
         return await self._after(self.groups.expire(time.monotonic()))
 
-    async def _after(self, scored: list[ScoredGroup]) -> list[Event]:
+    async def _after(self, scored: list[ClosedGroup]) -> list[Event]:
         out = [group.event for group in scored]
         for group in scored:
             self.proposals.add(group.event)

@@ -43,7 +43,7 @@ _KEEP_NAMES = {"self", "Model", "forward", "get_inputs", "get_init_inputs", "tor
 
 # ---- static checks (parent process) ----
 
-def static_check(source: str) -> ModuleVerdict | None:
+def check_structure(source: str) -> ModuleVerdict | None:
     """A rejection for source that does not parse or lacks a required name; None when it may run."""
     try:
         tree = ast.parse(source)
@@ -158,7 +158,7 @@ def validate(
 ) -> ModuleVerdict:
     """Judge one module (no duplicate check: see Deduplicator); not thread-safe per sandbox."""
     config = config or ValidatorConfig()
-    rejected = static_check(source)
+    rejected = check_structure(source)
     if rejected is not None:
         return rejected
     ast_hash = normalized_ast_hash(source)

@@ -32,7 +32,7 @@ from kernelzero.gpu_workers import headers, prebuilt_headers
 from kernelzero.gpu_workers.device_turns import TURNS_INSIDE, turns_dir
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, evaluation
 from kernelzero.gpu_workers.signed_cache import SignedFiles
-from kernelzero.gpu_workers.static_check import check_source
+from kernelzero.gpu_workers.ast_rules import check_source
 from kernelzero.sandbox import untrusted_files
 from kernelzero.sandbox.launcher import Sandbox, SandboxUnavailable
 from kernelzero.sandbox.workspace import EXTENSIONS, PRECOMPILED, Workspace

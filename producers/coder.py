@@ -26,7 +26,8 @@ import msgspec
 
 from kernelzero.config import CoderConfig
 from kernelzero.kit.codeblocks import last_python_block
-from kernelzero.kit.coder_prompts import Attempt, prompt_hash, render_coder_prompt
+from kernelzero.kit.coder_prompts import Attempt, render_coder_prompt
+from kernelzero.kit.templates import prompt_hash
 from kernelzero.producers.generation import Completion, Generator
 from kernelzero.producers.policy import catch_up, load_update
 from kernelzero.schemas import (

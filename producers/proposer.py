@@ -1,7 +1,7 @@
 """The Proposer stage: API sets sampled at the Coder's frontier become modules.proposed events, written by the synthesizer or by an LLM; it judges nothing (the validator does).
 
 `Proposer.propose(n)` is the library call (used by `serve proposer` and the pipeline runner);
-the LLM path is thin: a prompt from producers/prompts/proposer.md, one completion per API set
+the LLM path is thin: a prompt from kernelzero/kit/prompts/proposer.md, one completion per API set
 through the shared `Generator`, and the last fenced python block defining `Model` (the whole
 answer when there is none, so the validator rejects it and the trainer still sees the tokens).
 Its events carry what the Proposer trainer needs (prompt and completion tokens, log-probabilities,
@@ -10,13 +10,12 @@ temperature, policy version); `serve proposer` loads the newest proposer policy.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from pathlib import Path
 from typing import Sequence
 
 from kernelzero.config import ProposerConfig
 from kernelzero.kit.api_catalog import Limits, get, names
+from kernelzero.kit.templates import fill, prompt_hash, template
 from kernelzero.producers.api_sampler import ApiSampler
 from kernelzero.producers.synthesizer import SynthesisError, synthesize
 from kernelzero.schemas import Event, FrontierSnapshot, ModuleProposed, api_set_key, make_event, uuid7
@@ -24,8 +23,6 @@ from kernelzero.schemas import Event, FrontierSnapshot, ModuleProposed, api_set_
 logger = logging.getLogger("kernelzero.proposer")
 
 PRODUCER = "proposer"
-PROMPT_PATH = Path(__file__).parent / "prompts" / "proposer.md"
-COMPACT_PROMPT_PATH = Path(__file__).parent / "prompts" / "proposer_compact.md"
 _EXAMPLE_APIS = ("torch.nn.Conv2d", "torch.nn.functional.gelu", "torch.sum")
 _SYNTH_TRIES = 8  # API sets redrawn when the synthesizer finds no valid composition
 
@@ -55,17 +52,14 @@ _SET_TRIES = 100  # draws before an excluded API set is given up on
 def build_prompt(apis: Sequence[str], scale: float = 1.0, style: str = "full") -> str:
     """The Proposer's prompt for an API set: full (rules, sizes, an example) or compact (the API list alone)."""
     if style == "compact":
-        return COMPACT_PROMPT_PATH.read_text().format(apis=", ".join(apis))
+        return fill(template("proposer_compact"), {"apis": ", ".join(apis)})
     limits = Limits.at_scale(scale)
     example = synthesize(list(_EXAMPLE_APIS), seed=0, scale=min(scale, 2.0 ** -6), check=False).source
-    return PROMPT_PATH.read_text().format(
-        apis="\n".join(describe(a) for a in apis), numel=f"{limits.numel:,}", max_numel=f"{2 * limits.numel:,}",
-        feature=limits.feature, channel=limits.channel, example=example.strip(),
-    )
-
-
-def prompt_hash(prompt: str) -> str:
-    return hashlib.sha256(prompt.encode()).hexdigest()[:16]
+    return fill(template("proposer"), {
+        "apis": "\n".join(describe(a) for a in apis), "numel": f"{limits.numel:,}",
+        "max_numel": f"{2 * limits.numel:,}", "feature": str(limits.feature), "channel": str(limits.channel),
+        "example": example.strip(),
+    })
 
 
 class Proposer:

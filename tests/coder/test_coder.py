@@ -6,7 +6,8 @@ import anyio
 import pytest
 
 from kernelzero.config import CoderConfig
-from kernelzero.kit.coder_prompts import prompt_hash, render_coder_prompt
+from kernelzero.kit.coder_prompts import render_coder_prompt
+from kernelzero.kit.templates import prompt_hash
 from kernelzero.kit.models import load_model, weights_sha256
 from kernelzero.log import open_log
 from kernelzero.producers.backend_openai import OpenAIGenerator

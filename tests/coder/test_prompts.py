@@ -11,7 +11,8 @@ import textwrap
 import pytest
 
 from kernelzero.kit.codeblocks import fenced_blocks
-from kernelzero.kit.coder_prompts import Attempt, fill, render_coder_prompt, template
+from kernelzero.kit.coder_prompts import Attempt, render_coder_prompt
+from kernelzero.kit.templates import fill, template
 
 REFERENCE = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.exp()  # {{not_a_placeholder}}\n"
 

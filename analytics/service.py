@@ -40,7 +40,7 @@ class SnapshotProjector(Projector):
     """The Projector that publishes a frontier snapshot at the head of the log; counts into `stats`."""
 
     def __init__(self, log: EventLog, projection: Projection, settings: AnalyticsConfig, stats: ProjectorStats):
-        super().__init__(log, projection, group=settings.group, batch_records=settings.batch_records)
+        super().__init__(log, projection, batch_records=settings.batch_records)
         self.settings = settings
         self.stats = stats
         self.applied = stats.projected

@@ -205,11 +205,11 @@ class Deduplicator:
 class ValidatorStage:
     """modules.proposed -> modules.accepted | modules.rejected."""
 
+    name = "validator"
     topics = ("modules.proposed",)
 
     def __init__(self, config: ValidatorConfig, dedup: Deduplicator | None = None,
                  sandbox: ForkServerClient | None = None):
-        self.name = config.group
         self.config = config
         self.dedup = dedup or Deduplicator()
         self.sandbox = sandbox

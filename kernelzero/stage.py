@@ -26,6 +26,10 @@ logger = logging.getLogger("kernelzero.stage")
 
 
 ALL: tuple[str, ...] = ("*",)  # a stage's `topics` for every topic of the log, as listed when it starts
+# The pipeline's stages in pipeline order, as `kernelzero serve ROLE` and `kernelzero run --roles` name them. One
+# naming rule, fixed, not configured: a stage's consumer group, and the producer named in its dead letters and
+# events, is its role's name.
+ROLES: tuple[str, ...] = ("proposer", "validator", "coder", "evaluator", "trainer", "projector")
 
 
 class Stage(Protocol):
@@ -42,7 +46,7 @@ class Stage(Protocol):
     caught up with the log), whose events commit with that poll's outputs and offsets.
     """
 
-    name: str  # the consumer group, and the producer named in dead letters
+    name: str  # its role (ROLES): the consumer group, and the producer named in dead letters
     topics: Sequence[str]  # or ALL
 
 

@@ -154,10 +154,10 @@ async def _latest(consumer, kind: type) -> list:
     return found
 
 
-async def _pending(log, validator_group: str) -> int:
-    """modules.proposed records the validator (its consumer group) has not consumed yet."""
+async def _pending(log) -> int:
+    """modules.proposed records the validator (its consumer group, named after its role) has not consumed yet."""
     ends = await log.end_offsets("modules.proposed")
-    done = await log.committed(validator_group, "modules.proposed")
+    done = await log.committed("validator", "modules.proposed")
     return sum(end - done.get(p, 0) for p, end in ends.items())
 
 
@@ -205,7 +205,7 @@ def serve(args, config) -> int:
                     updates = await _latest(policy_feed, PolicyUpdated)
                     if generator is not None and updates:
                         await _follow_policy(generator, updates)
-                    if await _pending(log, config.validator.group) >= cfg.max_pending:
+                    if await _pending(log) >= cfg.max_pending:
                         if args.idle_exit is not None and time.monotonic() - idle_since > args.idle_exit:
                             return
                         await anyio.sleep(0.5)

@@ -46,7 +46,7 @@ def con(tmp_path):
 
 
 def _frontier(con, config):
-    """Every frontier column by APIs, read as `kernelzero frontier` reads it (analytics/cli_frontier.py)."""
+    """Every frontier column by APIs, read as `kernelzero frontier` reads it (analytics/frontier_cli.py)."""
     cursor = con.execute(f"SELECT * FROM ({FRONTIER_QUERY})", view_parameters(config))
     columns = [d[0] for d in cursor.description]
     return {tuple(row[columns.index("apis")]): dict(zip(columns, row)) for row in cursor.fetchall()}

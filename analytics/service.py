@@ -70,7 +70,7 @@ async def run_projector(config: Config, *, idle_exit_s: float | None = None) -> 
             install_views(projection.con, settings)
             yield SnapshotProjector(log, projection, settings, stats)
 
-    await host_stage(config.log.url, stage, idle_exit_s=idle_exit_s, session_timeout_s=config.log.session_timeout_s)
+    await host_stage(config.log, stage, idle_exit_s=idle_exit_s)
     return stats
 
 

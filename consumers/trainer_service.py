@@ -214,8 +214,7 @@ async def run(config: Config, idle_exit_s: float | None = None, *, learners: tup
             finally:
                 tasks.cancel_scope.cancel()
 
-    stats = await host_stage(config.log.url, stage, idle_exit_s=idle_exit_s,
-                             session_timeout_s=config.log.session_timeout_s)
+    stats = await host_stage(config.log, stage, idle_exit_s=idle_exit_s)
     return stats, trainer
 
 

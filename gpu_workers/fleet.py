@@ -136,7 +136,7 @@ def _child(index: int, device: str, sections: str, idle_exit_s: float | None, us
         print(f"evaluator worker {index}: pid {os.getpid()} ready", flush=True)
 
     try:
-        stats = anyio.run(lambda: run_evaluator(config.log.url, config, idle_exit_s=idle_exit_s, device=device,
+        stats = anyio.run(lambda: run_evaluator(config, idle_exit_s=idle_exit_s, device=device,
                                                 use_cache=use_cache, on_ready=ready, producer=worker_name(index),
                                                 gpu_processes=gpu_processes))
     except KeyboardInterrupt:  # the supervisor's stop: the group was left and the evaluator processes stopped

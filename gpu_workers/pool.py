@@ -56,16 +56,16 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def resolve_devices(device: str, workers_per_gpu: int, cpu_workers: int = 1) -> tuple[list[str], str, str]:
-    """(worker devices, GPU name, CUDA arch list) for 'auto' | 'cpu' | 'cuda' | 'cuda:N'."""
+def resolve_devices(device: str, config: EvaluatorConfig) -> tuple[list[str], str, str]:
+    """(worker devices, GPU name, CUDA arch list) for 'auto' | 'cpu' | 'cuda' | 'cuda:N', as many as `config` asks."""
     import torch
     if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
-        return ["cpu"] * max(1, cpu_workers), "", ""
+        return ["cpu"] * max(1, config.cpu_workers), "", ""
     if not torch.cuda.is_available():
         raise RuntimeError("device cuda requested but torch sees no CUDA GPU")
     indices = [int(device.split(":")[1])] if ":" in device else list(range(torch.cuda.device_count()))
     major, minor = torch.cuda.get_device_capability(indices[0])
-    devices = [f"cuda:{i}" for i in indices for _ in range(max(1, workers_per_gpu))]
+    devices = [f"cuda:{i}" for i in indices for _ in range(max(1, config.workers_per_gpu))]
     return devices, torch.cuda.get_device_name(indices[0]), f"{major}.{minor}"
 
 
@@ -121,10 +121,10 @@ class _Worker:
 
 
 class EvaluatorPool:
-    def __init__(self, config: EvaluatorConfig | None = None, *, device: str | None = None, use_cache: bool = True,
+    def __init__(self, config: EvaluatorConfig, *, device: str | None = None, use_cache: bool = True,
                  gpu_processes: int = 1):
         """`gpu_processes`: evaluator processes (each with this pool's `workers_per_gpu`) sharing each GPU."""
-        self.config = config or EvaluatorConfig()
+        self.config = config
         self.device = device or self.config.device
         self.use_cache = use_cache
         self.gpu_sharing = max(1, self.config.workers_per_gpu) * max(1, gpu_processes)
@@ -145,8 +145,7 @@ class EvaluatorPool:
         self._pch: asyncio.Task | None = None  # the precompiled header's folder on this host, made once per pool
 
     async def __aenter__(self) -> "EvaluatorPool":
-        devices, self.gpu, self.arch = resolve_devices(self.device, self.config.workers_per_gpu,
-                                                       self.config.cpu_workers)
+        devices, self.gpu, self.arch = resolve_devices(self.device, self.config)
         self.device_type = "cpu" if devices == ["cpu"] else "cuda"
         for sub in ("results", "builds", "scratch"):
             (self.cache_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -388,10 +387,10 @@ async def _ends_of_output(proc: asyncio.subprocess.Process, kept: int = BUILD_OU
     return bytes(head + tail)
 
 
-def evaluate(problem_src: str, candidate_src: str, config: EvaluatorConfig | None = None, *,
+def evaluate(problem_src: str, candidate_src: str, config: EvaluatorConfig, *,
              device: str | None = None, use_cache: bool = True) -> Evaluation:
     """One-off synchronous evaluation (starts and stops its own worker); a bad problem is a `problem_error` result."""
-    config = msgspec.structs.replace(config or EvaluatorConfig(), workers_per_gpu=1)
+    config = msgspec.structs.replace(config, workers_per_gpu=1)
     device = device or config.device
     if device in ("cuda", "auto"):
         import torch

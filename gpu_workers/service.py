@@ -44,7 +44,7 @@ class EvaluatorStage:
                            causation_id=event.event_id, policy_version=event.envelope.policy_version)]
 
 
-async def run_evaluator(log_url: str, config, *, idle_exit_s: float | None = None, device: str | None = None,
+async def run_evaluator(config, *, idle_exit_s: float | None = None, device: str | None = None,
                         use_cache: bool = True, on_ready: Callable[[], None] | None = None,
                         producer: str = "evaluator", gpu_processes: int = 1):
     """Consume samples.generated as one member of group "evaluator" until idle (or forever); returns StageStats.
@@ -64,7 +64,7 @@ async def run_evaluator(log_url: str, config, *, idle_exit_s: float | None = Non
                 on_ready()
             yield EvaluatorStage(pool, producer)
 
-    return await host_stage(log_url, stage, idle_exit_s=idle_exit_s, session_timeout_s=config.log.session_timeout_s)
+    return await host_stage(config.log, stage, idle_exit_s=idle_exit_s)
 
 
 def serve(args, config) -> int:
@@ -75,6 +75,6 @@ def serve(args, config) -> int:
         from kernelzero.gpu_workers.fleet import run_workers
         return run_workers(str(workers), config, idle_exit_s=idle_exit_s)
     import anyio
-    stats = anyio.run(lambda: run_evaluator(config.log.url, config, idle_exit_s=idle_exit_s))
+    stats = anyio.run(lambda: run_evaluator(config, idle_exit_s=idle_exit_s))
     print(f"evaluator: consumed {stats.consumed}, produced {stats.produced}, dead-lettered {stats.dead_lettered}")
     return 0

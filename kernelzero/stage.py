@@ -19,6 +19,7 @@ from typing import AsyncContextManager, Callable, Protocol, Sequence
 import anyio
 import msgspec
 
+from kernelzero.config import LogConfig
 from kernelzero.log import EventLog, Message, Record, next_offsets
 from kernelzero.schemas import DeadLetter, DecodeError, Event, UnknownEventType, decode, encode, make_event
 
@@ -167,13 +168,13 @@ async def run_stage(
     return stats
 
 
-async def host_stage(log_url: str, open_stage: Callable[[EventLog], AsyncContextManager[Stage]], *,
-                     idle_exit_s: float | None = None, session_timeout_s: float = 10.0) -> StageStats:
-    """The one host of every consuming stage: open the log, let `open_stage(log)` build the stage (restoring its
-    state from the log, starting its workers), run it until idle or cancelled, then close the stage and the log."""
+async def host_stage(log_config: LogConfig, open_stage: Callable[[EventLog], AsyncContextManager[Stage]], *,
+                     idle_exit_s: float | None = None) -> StageStats:
+    """The one host of every consuming stage: open the log ([log]), let `open_stage(log)` build the stage (restoring
+    its state from the log, starting its workers), run it until idle or cancelled, then close the stage and the log."""
     from kernelzero.log import open_log
 
-    async with await open_log(log_url) as log:
+    async with await open_log(log_config.url) as log:
         async with open_stage(log) as stage:
-            return await run_stage(log, stage, idle_exit_s=idle_exit_s, session_timeout_s=session_timeout_s)
+            return await run_stage(log, stage, idle_exit_s=idle_exit_s, session_timeout_s=log_config.session_timeout_s)
 

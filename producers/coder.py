@@ -161,7 +161,7 @@ class CoderStage:
         if not failed:
             return []
         histories = [[*group.members[sid].attempts, _attempt(group.members[sid].source, r)] for sid, r in failed]
-        prompts = [render_coder_prompt(group.module.source, self.config.target, h, self.config.prompt) for h in histories]
+        prompts = [render_coder_prompt(group.module.source, self.config.target, h, style=self.config.prompt) for h in histories]
         return await self._sample(group.module, prompts, histories, 1, causation_id=causation_id, turn=group.turn + 1)
 
     def _remember(self, module: ModuleAccepted, turn: int, members: dict[str, Member]) -> None:
@@ -197,8 +197,7 @@ async def run(config: Any, idle_exit_s: float | None = None) -> int:
         finally:
             await generator.close()
 
-    stats = await host_stage(config.log.url, stage, idle_exit_s=idle_exit_s,
-                             session_timeout_s=config.log.session_timeout_s)
+    stats = await host_stage(config.log, stage, idle_exit_s=idle_exit_s)
     print(f"coder: consumed {stats.consumed}, produced {stats.produced}, dead-lettered {stats.dead_lettered}",
           file=sys.stderr)
     return 0

@@ -49,7 +49,7 @@ class _Placeholder(dict):
 _SET_TRIES = 100  # draws before an excluded API set is given up on
 
 
-def build_prompt(apis: Sequence[str], scale: float = 1.0, style: str = "full") -> str:
+def build_prompt(apis: Sequence[str], scale: float, style: str) -> str:
     """The Proposer's prompt for an API set: full (rules, sizes, an example) or compact (the API list alone)."""
     if style == "compact":
         return fill(template("proposer_compact"), {"apis": ", ".join(apis)})

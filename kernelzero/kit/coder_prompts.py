@@ -41,7 +41,7 @@ def render_repair(attempt: Attempt, turn: int) -> str:
     })
 
 
-def render_coder_prompt(reference_source: str, target: str, attempts: Sequence[Attempt] = (), style: str = "full") -> str:
+def render_coder_prompt(reference_source: str, target: str, attempts: Sequence[Attempt] = (), *, style: str) -> str:
     """The prompt asking for a `ModelNew` of `reference_source` on `target`, with earlier attempts for repair."""
     if target not in TARGETS:
         raise ValueError(f"unknown coder target {target!r} (cuda or triton)")

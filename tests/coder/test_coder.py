@@ -39,7 +39,7 @@ async def test_a_group_of_samples_from_a_real_model(tiny_generator):
     trigger = accepted_event()
     events = await stage.sample_group(MODULE, causation_id=trigger.event_id)
     assert len(events) == 3
-    prompt = render_coder_prompt(MODULE.source, "triton")
+    prompt = render_coder_prompt(MODULE.source, "triton", style="full")
     for index, event in enumerate(events):
         sample = decode(encode(event)).payload  # what a consumer of the log gets
         assert isinstance(sample, SampleGenerated)

@@ -205,7 +205,7 @@ def test_no_host_file_reaches_the_event_log(lie_targets, tmp_path: Path) -> None
         log = await open_log(url)
         await publish(log, [make_event(s, correlation_id="m1", producer="test") for s in samples])
         await log.close()
-        return await run_evaluator(url, config, idle_exit_s=1.0, device="cpu", use_cache=False)
+        return await run_evaluator(config, idle_exit_s=1.0, device="cpu", use_cache=False)
 
     stats = anyio.run(serve)
     assert (stats.produced, stats.dead_lettered) == (len(lies), 0)

@@ -22,7 +22,7 @@ async def _read_all(log, topic):
     return events
 
 
-async def test_synth_proposals_are_validated_and_duplicates_dropped(tmp_path, cpu_config):
+async def test_synth_proposals_are_validated_and_duplicates_dropped(tmp_path, cpu_config, sandbox):
     log = await open_log(f"embedded:{tmp_path}/log.sqlite")
     proposer = Proposer(ProposerConfig(backend="synth", scale=SMALL, api_set_size=3, seed=5))
     proposed = await proposer.propose(4)
@@ -32,7 +32,7 @@ async def test_synth_proposals_are_validated_and_duplicates_dropped(tmp_path, cp
     broken = ModuleProposed(module_id="broken", source="def nope(:\n", apis=["torch.relu"], generator="llm")
     extra = [make_event(p, correlation_id=p.module_id, producer="test") for p in (copy, broken)]
     await publish(log, proposed + extra)
-    stage = ValidatorStage(cpu_config)
+    stage = ValidatorStage(cpu_config, sandbox)
     stats = await run_stage(log, stage, idle_exit_s=1.0)
     assert stats.consumed == 6 and stats.dead_lettered == 0
     accepted = {e.payload.module_id for e in await _read_all(log, "modules.accepted")}
@@ -73,7 +73,7 @@ async def test_llm_proposals_carry_the_last_model_block_and_tokens():
 
 
 def test_prompt_states_apis_format_and_sizes():
-    prompt = build_prompt(["torch.nn.Conv2d", "torch.cumsum"], scale=1.0)
+    prompt = build_prompt(["torch.nn.Conv2d", "torch.cumsum"], scale=1.0, style="full")
     for needle in ("torch.nn.Conv2d", "torch.cumsum", "get_init_inputs", "67,108,864", "```python"):
         assert needle in prompt
 

@@ -12,7 +12,8 @@ The run-time checks run in consumers/validator_child.py: a fork server in bubble
 in a fresh fork confined to its scratch folder (Landlock, seccomp, the candidate uid), contained
 as `[evaluator]`'s containment settings say, the same way the evaluator's candidates are.
 
-Library: `validate(source, apis, config, sandbox=validator_sandbox(...))` -> `ModuleVerdict`. Service: `kernelzero serve validator`.
+Library: `validate(source, apis, config, sandbox=validator_sandbox(...))` -> `ModuleVerdict`.
+Service: `kernelzero serve validator`.
 """
 
 from __future__ import annotations
@@ -129,8 +130,11 @@ def validator_sandbox(containment: EvaluatorConfig, device: str) -> ForkServerCl
 
 def _run(sandbox: ForkServerClient, request: ValidationRequest) -> ModuleVerdict:
     """The verdict of one request in the sandbox; SandboxUnavailable where its run found less containment than required."""
-    request = msgspec.structs.replace(request, scratch_dir=sandbox.scratch())
-    reply = sandbox.request(msgspec.msgpack.encode(request), request.timeout_s + 120)
+
+    def in_scratch(scratch: str, _extensions: str) -> bytes:
+        return msgspec.msgpack.encode(msgspec.structs.replace(request, scratch_dir=scratch))
+
+    reply = sandbox.request(in_scratch, request.timeout_s + 120)
     if reply is None:
         return _refused("runtime_error", "the validator sandbox died")
     answer = msgspec.msgpack.decode(reply, type=ValidationAnswer)

@@ -67,14 +67,14 @@ def judged(lie_targets, tmp_path_factory) -> Judged:
 
     async def run() -> Judged:
         async with EvaluatorPool(config, device="cpu", use_cache=False) as pool:
-            worker = pool._workers[0].process.pid
+            worker = pool._workers[0].server.pid
             results = {}
             for name in LIES:
                 started = time.monotonic()
                 result = await pool.evaluate(RELU, (CANDIDATES / f"{name}.py").read_text())
                 results[name] = (result, time.monotonic() - started)
             next_job = await pool.evaluate(RELU, CORRECT)
-            return Judged(config.timeout_s, results, next_job, pool._workers[0].process.pid == worker, "")
+            return Judged(config.timeout_s, results, next_job, pool._workers[0].server.pid == worker, "")
 
     with sandbox_targets.stderr_into(folder / "stderr.log"):
         out = asyncio.run(run())

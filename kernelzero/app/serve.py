@@ -37,6 +37,8 @@ def add_arguments(parser) -> None:
                         help="evaluator: one supervised worker process per visible GPU (auto), or N sharing them")
     parser.add_argument("--idle-exit", type=float, default=None, metavar="S",
                         help="stop after S seconds with nothing to consume (default: run until interrupted)")
+    parser.add_argument("--no-result-cache", action="store_true",
+                        help="evaluator: evaluate every sample, reading and writing no cached result (benchmarks)")
 
 
 def main(args, config) -> int:

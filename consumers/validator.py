@@ -231,15 +231,11 @@ class ValidatorStage:
 
 async def rebuild_dedup(log) -> Deduplicator:
     """The seen fingerprints, read from modules.accepted from its beginning (nothing is committed)."""
-    from kernelzero.log import read_to_end
-    from kernelzero.schemas import decode
+    from kernelzero.schemas import ModuleAccepted
+    from kernelzero.stage import read_payloads
 
     dedup = Deduplicator()
-    async for record in read_to_end(log, "modules.accepted", reader="validator-seen"):
-        try:
-            accepted = decode(record.value).payload
-        except Exception:  # undecodable history is the stage runner's business, not ours
-            continue
+    for accepted in await read_payloads(log, "modules.accepted", ModuleAccepted, reader="validator-seen"):
         dedup.add(accepted.module_id, accepted.fingerprint)
     return dedup
 

@@ -44,7 +44,9 @@ class Stage(Protocol):
     (default 1, `handle` only); `async def opened(consumer)`, called once its consumer has joined,
     before the first poll, to restore its position (`seek_to_beginning`); `async def at_head() ->
     Sequence[Event]`, called after every poll that came back short of `max_records` (the stage has
-    caught up with the log), whose events commit with that poll's outputs and offsets.
+    caught up with the log), whose events commit with that poll's outputs and offsets (a stage that
+    produces without being asked, as the Proposer does, produces there); `def done() -> bool`, asked
+    before each poll: the stage has finished its work and the host stops it.
     """
 
     name: str  # its role (ROLES): the consumer group, and the producer named in dead letters
@@ -70,6 +72,22 @@ def dead_letter(record: Record, reason: str, error: str, producer: str) -> Event
     )
     correlation = record.key.decode(errors="replace") if record.key else f"{record.topic}/{record.partition}"
     return make_event(payload, correlation_id=correlation, producer=producer)
+
+
+async def read_payloads(log: EventLog, topic: str, kind: type, *, reader: str) -> list:
+    """Every `kind` payload on `topic` as of now, oldest first, for a stage restoring its state when it starts;
+    undecodable records are skipped here (the stage consuming the topic dead-letters them)."""
+    from kernelzero.log import read_to_end
+
+    found = []
+    async for record in read_to_end(log, topic, reader=reader):
+        try:
+            payload = decode(record.value).payload
+        except DecodeError:
+            continue
+        if isinstance(payload, kind):
+            found.append(payload)
+    return found
 
 
 async def publish(log: EventLog, events: Sequence[Event], producer_name: str = "publisher") -> None:
@@ -132,8 +150,8 @@ async def run_stage(
     concurrency: int | None = None,
     until: Callable[[], bool] | None = None,
 ) -> StageStats:
-    """Run until cancelled, until nothing arrived for `idle_exit_s` seconds, or until `until()` holds
-    (asked before each poll).
+    """Run until cancelled, until nothing was consumed or produced for `idle_exit_s` seconds, or until `until()`
+    (else the stage's own `done()`) holds, asked before each poll.
 
     `max_records` and `concurrency` default to the stage's own (or 64 and 1). `concurrency` > 1
     handles up to that many records of a batch at once (an evaluator with several workers);
@@ -145,6 +163,7 @@ async def run_stage(
     topics = sorted(await log.topics()) if tuple(stage.topics) == ALL else list(stage.topics)
     take = getattr(stage, "take", None)
     at_head = getattr(stage, "at_head", None)
+    until = until or getattr(stage, "done", None)
     async with await log.consumer(stage.name, topics, session_timeout_s=session_timeout_s) as consumer:
         if (opened := getattr(stage, "opened", None)) is not None:
             await opened(consumer)
@@ -161,7 +180,7 @@ async def run_stage(
                     await consumer.commit_with([message_for(e) for e in outputs], next_offsets(records))
                 stats.consumed += len(records)
                 stats.produced += len(outputs)
-            if records:
+            if records or outputs:
                 idle_since = time.monotonic()
             elif idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
                 break

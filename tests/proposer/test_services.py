@@ -109,12 +109,36 @@ async def test_llm_proposals_from_a_real_model_are_trainable_and_follow_new_weig
     import anyio
     assert await anyio.to_thread.run_sync(serve, argparse.Namespace(idle_exit=None), config) == 0
     events = await _read_all(log, "modules.proposed")
+    dead = await _read_all(log, "deadletter")
     await log.close()
     assert len(events) == 2
     for event in events:
         assert event.envelope.policy_version == 1, "the newest proposer weights whose hash verifies"
         assert trainable(event.payload) and event.payload.temperature == 0.8
         assert len(event.payload.prompt_token_ids) > 100 and len(event.payload.token_ids) == len(event.payload.logprobs)
+    # the Coder's rule: an update whose weights do not hash to its sha256 is dead-lettered by the stage consuming it
+    [letter] = [e.payload for e in dead]
+    assert letter.topic == "policy.updated" and letter.group == "proposer" and "PolicyHashMismatch" in letter.error
+
+
+async def test_the_proposer_stage_aims_at_new_snapshots_and_stops_after_its_rounds(tmp_path):
+    from kernelzero.config import Config, LogConfig
+    from kernelzero.producers.proposer import run
+    from kernelzero.schemas import FrontierEntry, FrontierSnapshot
+
+    url = f"embedded:{tmp_path / 'log.sqlite'}"
+    pool = ["torch.relu", "torch.sigmoid", "torch.abs"]
+    config = Config(log=LogConfig(url=url), proposer=ProposerConfig(
+        scale=SMALL, api_set_size=1, apis=pool, explore=0.0, batch=5, rounds=2))
+    only_abs = FrontierSnapshot(entries=[FrontierEntry(apis=["torch.abs"], attempts=10, passes=5, pass_mean=0.5,
+                                                       weight=1.0)], band_low=0.2, band_high=0.8)
+    log = await open_log(url)
+    await publish(log, [make_event(only_abs, correlation_id="frontier", producer="projector")])
+    assert await run(config, idle_exit_s=5.0) == 0
+    events = await _read_all(log, "modules.proposed")
+    await log.close()
+    assert len(events) == 10, "two rounds of five, then it stops"
+    assert {api for e in events for api in e.payload.apis} == {"torch.abs"}, "only the snapshot's API has weight"
 
 
 async def test_set_sizes_vary_in_their_range_and_excluded_sets_are_never_proposed():

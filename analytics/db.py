@@ -65,8 +65,7 @@ async def _sync(db_path: Path, log_url: str, config: Config, rebuild: bool) -> N
         with _open_projection(db_path) as projection:
             if rebuild:
                 projection.reset()
-            await sync_projection(log, projection, group=config.analytics.group,
-                                  batch_records=config.analytics.batch_records)
+            await sync_projection(log, projection, batch_records=config.analytics.batch_records)
     finally:
         await log.close()
 

@@ -34,11 +34,6 @@ FRONTIER_QUERY = (
 )
 
 
-def frontier_table(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig) -> duckdb.DuckDBPyRelation:
-    """The frontier as a relation (views must be installed on `con`)."""
-    return con.sql(FRONTIER_QUERY, params=view_parameters(config))
-
-
 def frontier_snapshot(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig) -> FrontierSnapshot:
     """The highest-weight `snapshot_max_entries` entries, ties broken by kind and APIs so snapshots are reproducible."""
     rows = con.execute(

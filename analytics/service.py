@@ -40,7 +40,7 @@ class SnapshotProjector(Projector):
     """The Projector that publishes a frontier snapshot at the head of the log; counts into `stats`."""
 
     def __init__(self, log: EventLog, projection: Projection, settings: AnalyticsConfig, stats: ProjectorStats):
-        super().__init__(log, projection, group=settings.group, batch_records=settings.batch_records)
+        super().__init__(log, projection, batch_records=settings.batch_records)
         self.settings = settings
         self.stats = stats
         self.applied = stats.projected
@@ -70,7 +70,7 @@ async def run_projector(config: Config, *, idle_exit_s: float | None = None) -> 
             install_views(projection.con, settings)
             yield SnapshotProjector(log, projection, settings, stats)
 
-    await host_stage(config.log.url, stage, idle_exit_s=idle_exit_s, session_timeout_s=config.log.session_timeout_s)
+    await host_stage(config.log, stage, idle_exit_s=idle_exit_s)
     return stats
 
 

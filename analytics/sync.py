@@ -37,10 +37,11 @@ class Projector:
 
     topics = ALL
 
-    def __init__(self, log: EventLog, projection: Projection, *, group: str = "analytics", batch_records: int = 5000):
+    name = "projector"
+
+    def __init__(self, log: EventLog, projection: Projection, *, batch_records: int):
         self.log = log
         self.projection = projection
-        self.name = group
         self.max_records = batch_records
         self.applied = ApplyStats()
 
@@ -62,11 +63,11 @@ class Projector:
         return all(stored.get(tp, 0) >= end for tp, end in ends.items() if end > 0)
 
 
-async def sync_projection(log: EventLog, projection: Projection, *, group: str = "analytics",
-                          batch_records: int = 5000, idle_s: float = 1.0) -> ApplyStats:
+async def sync_projection(log: EventLog, projection: Projection, *, batch_records: int,
+                          idle_s: float = 1.0) -> ApplyStats:
     """Bring the projection up to date with the log's contents as of now: run a Projector until every partition
     reaches the end it had when called, or nothing came for `idle_s` (another member of the group holds the rest)."""
-    projector = Projector(log, projection, group=group, batch_records=batch_records)
+    projector = Projector(log, projection, batch_records=batch_records)
     ends = await _every_partition(log, log.end_offsets)
     await run_stage(log, projector, idle_exit_s=idle_s, until=lambda: projector.caught_up(ends))
     return projector.applied

@@ -35,6 +35,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelzero.schemas import UNCHARGED_VERDICTS, VERDICTS
+
 ROOT = Path(__file__).resolve().parent.parent
 CANDIDATES_DIR = ROOT / "bench" / "eval_candidates"
 
@@ -54,7 +56,7 @@ KB_TIMEOUT_S = 180.0  # eval_from_generations.py's per-candidate timeout
 # kernelbench/utils.py imports these LLM clients at module level; eval never calls them. Where one
 # is not installed it is replaced by a module whose functions raise, and the results name it.
 PLACEHOLDER_MODULES = {"openai": ("OpenAI",), "litellm": ("completion",), "requests": ()}
-VERDICTS = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected")
+CHARGED_VERDICTS = tuple(v for v in VERDICTS if v not in UNCHARGED_VERDICTS)  # what a candidate can be expected to earn
 BACKENDS = ("cuda", "triton", "torch")
 SPREAD_CANDIDATE = "matmul_triton"
 SPREAD_RUNS = 5
@@ -95,7 +97,7 @@ def parse_candidate(path: Path) -> Candidate:
     if missing:
         raise ValueError(f"{path}: header lacks {', '.join(missing)} (see bench/eval_candidates/*.py)")
     expect, _, reason = header["expect"].partition(" ")
-    if expect not in VERDICTS or header["backend"] not in BACKENDS or header["problem"] not in PROBLEMS:
+    if expect not in CHARGED_VERDICTS or header["backend"] not in BACKENDS or header["problem"] not in PROBLEMS:
         raise ValueError(f"{path}: bad header {header}")
     return Candidate(path.stem, path, source, expect, reason.strip(), header["class"], header["problem"],
                      header["backend"])

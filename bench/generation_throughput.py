@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> dict:
         model_dir = build_random_model(Path(scratch) / "model", config, seed=0, dtype=dtype)
         generator = TransformersGenerator(str(model_dir), device=device, dtype=dtype, ignore_eos=True)
     parameters = sum(p.numel() for p in generator.model.parameters())
-    prompt = render_coder_prompt(REFERENCE, "triton")
+    prompt = render_coder_prompt(REFERENCE, "triton", style="full")
     prompt_tokens = len(generator.tokenizer(prompt)["input_ids"])
     timed_generation(generator, prompt, args.group, 8)  # warm-up: kernels, allocator, caches
     setup_s = time.perf_counter() - started

@@ -118,7 +118,6 @@ async def sweep(paths: list[tuple[int, Path]], args, cache_dir: str, on_row: Cal
     """Rows of the copy candidates' verdicts (`on_row` gets each as it comes); `config` overrides the evaluator's."""
     from kernelzero.config import EvaluatorConfig
     from kernelzero.gpu_workers import EvaluatorPool
-    from kernelzero.gpu_workers.pool import resolve_devices
 
     contained = args.sandbox == "on"
     config = EvaluatorConfig(**{"device": args.device, "workers_per_gpu": args.workers_per_gpu,
@@ -127,7 +126,7 @@ async def sweep(paths: list[tuple[int, Path]], args, cache_dir: str, on_row: Cal
     started = time.monotonic()
     rows: list[dict] = []
     async with EvaluatorPool(config, device=args.device, use_cache=False) as pool:
-        gate = asyncio.Semaphore(len(resolve_devices(args.device, args.workers_per_gpu)[0]))  # one job a worker
+        gate = asyncio.Semaphore(pool.workers)  # one job a worker
 
         async def one(level: int, path: Path) -> None:
             async with gate:

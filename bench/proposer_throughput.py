@@ -33,7 +33,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    from kernelzero.config import ValidatorConfig
+    from kernelzero.config import EvaluatorConfig, ValidatorConfig
     from kernelzero.consumers.validator import validate, validator_sandbox
     from kernelzero.kit import api_catalog
     from kernelzero.producers.synthesizer import SynthesisError, synthesize
@@ -50,7 +50,7 @@ def main() -> int:
     synth_s = time.perf_counter() - start
 
     config = ValidatorConfig(device=args.device, cpu_threads=1)
-    sandboxes = [validator_sandbox(device=config.device) for _ in range(args.workers)]
+    sandboxes = [validator_sandbox(EvaluatorConfig(), config.device) for _ in range(args.workers)]
     for box in sandboxes:  # start the zygotes before timing
         validate(modules[0].source, modules[0].apis, config, sandbox=box)
     free = list(sandboxes)

@@ -1,8 +1,7 @@
 """Evaluator scale-out: samples/hour with 1 and with all workers of one group, and a worker SIGKILLed mid-run.
 
-Runs the real service (`python -m kernelzero.gpu_workers.fleet`, the code behind `kernelzero serve
-evaluator --workers N`) against the embedded log or a Kafka broker, feeds it samples.generated built
-from candidate files and their problems, and reads samples.evaluated back. It measures the service's
+Runs the real service (`kernelzero serve evaluator --workers N --no-result-cache`) against the
+embedded log or a Kafka broker, feeds it samples.generated built from candidate files and their problems, and reads samples.evaluated back. It measures the service's
 throughput on this machine's candidate mix, not kernel speed; on one GPU, N > 1 workers share it
 (their checks overlap, their timed runs take turns: gpu_workers/device_turns.py). With --broker kafka://...
 the broker must be a scratch one: the bench moves group "evaluator" past any backlog on
@@ -131,7 +130,7 @@ class WorkerGroup:
         self._changed = threading.Condition()
         self._log = open(log_path, "a")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "kernelzero.gpu_workers.fleet", "--workers", workers, "--broker", broker,
+            [sys.executable, "-m", "kernelzero", "serve", "evaluator", "--workers", workers, "--broker", broker,
              "--no-result-cache"],
             stdout=subprocess.PIPE, stderr=self._log, text=True, env=env, cwd=REPO)
         self._reader = threading.Thread(target=self._read, daemon=True)

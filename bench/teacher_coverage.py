@@ -31,10 +31,12 @@ SYNTH_TRIES = 8  # as producers/proposer.py redraws
 
 
 def draw_modules(n: int, apis: list[str], max_size: int, scale: float, seed: int) -> list:
+    from kernelzero.config import ProposerConfig
     from kernelzero.producers.api_sampler import ApiSampler
     from kernelzero.producers.synthesizer import SynthesisError, synthesize
 
-    sampler, rng, modules, count = ApiSampler(apis, seed=seed), random.Random(seed), [], 0
+    sampler = ApiSampler(apis, explore=ProposerConfig().explore, seed=seed)
+    rng, modules, count = random.Random(seed), [], 0
     while len(modules) < n:
         for _ in range(SYNTH_TRIES):
             count += 1

@@ -41,7 +41,6 @@ import msgspec
 
 from kernelzero.config import TrainerConfig
 from kernelzero.schemas import UNCHARGED_VERDICTS, ScoredSample
-from kernelzero.schemas.messages import TrainingSample
 
 
 class SampleOutcome(msgspec.Struct, frozen=True, kw_only=True):

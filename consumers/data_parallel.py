@@ -34,7 +34,7 @@ def position() -> tuple[int, int]:
     return 0, 1
 
 
-def start(device: str, timeout_s: float = 600.0) -> LaunchRanks:
+def start(device: str, timeout_s: float) -> LaunchRanks:
     """Join the launcher's process group (NCCL on GPUs, gloo on the CPU) and pick this rank's GPU."""
     ranks = launch_ranks()
     if ranks.world_size == 1 or dist.is_initialized():

@@ -30,10 +30,9 @@ from typing import Sequence
 import msgspec
 
 from kernelzero.config import TrainerConfig
-from kernelzero.consumers.ca_grpo import (
-    GateWindow, SampleOutcome, TrainingSample, describe_rule, score_group,
-)
+from kernelzero.consumers.ca_grpo import GateWindow, SampleOutcome, describe_rule, score_group
 from kernelzero.schemas import Event, GroupScored, ModuleProposed, SampleEvaluated, SampleGenerated, make_event
+from kernelzero.schemas.messages import TrainingSample
 
 _CLOSED_MEMORY = 100_000  # closed group keys remembered to recognise late results
 
@@ -51,7 +50,9 @@ class OpenGroup(msgspec.Struct, kw_only=True):
     last_event_id: str = ""
 
 
-class ScoredGroup(msgspec.Struct, kw_only=True):
+class ClosedGroup(msgspec.Struct, kw_only=True):
+    """A group the assembler closed: its groups.scored event (a GroupScored payload) and what the Coder trains on."""
+
     event: Event  # groups.scored
     training: list[TrainingSample]  # the kept, trainable samples; empty when the group is not informative
 
@@ -76,7 +77,7 @@ class GroupAssembler:
     def open_groups(self) -> int:
         return len(self._open)
 
-    def add(self, event: Event, now: float) -> list[ScoredGroup]:
+    def add(self, event: Event, now: float) -> list[ClosedGroup]:
         if isinstance(event.payload, (SampleGenerated, SampleEvaluated)) and event.payload.split != "train":
             self.dropped["heldout"] += 1  # evaluation only: never trained on
             return self.expire(now)
@@ -86,7 +87,7 @@ class GroupAssembler:
             return self.add_evaluated(event, now)
         return []
 
-    def add_generated(self, event: Event, now: float) -> list[ScoredGroup]:
+    def add_generated(self, event: Event, now: float) -> list[ClosedGroup]:
         sample: SampleGenerated = event.payload
         if sample.sample_id in self._generated:
             self.dropped["duplicate"] += 1
@@ -97,7 +98,7 @@ class GroupAssembler:
         scored = self._place(*waiting) if waiting else []
         return scored + self.expire(now)
 
-    def add_evaluated(self, event: Event, now: float) -> list[ScoredGroup]:
+    def add_evaluated(self, event: Event, now: float) -> list[ClosedGroup]:
         result: SampleEvaluated = event.payload
         if result.sample_id in self._generated:
             scored = self._place(event, now)
@@ -106,7 +107,7 @@ class GroupAssembler:
             scored = []
         return scored + self.expire(now)
 
-    def _place(self, event: Event, now: float) -> list[ScoredGroup]:
+    def _place(self, event: Event, now: float) -> list[ClosedGroup]:
         result: SampleEvaluated = event.payload
         generated = self._generated[result.sample_id]
         key = (result.module_id, generated.policy_version, generated.sample.turn)
@@ -125,10 +126,10 @@ class GroupAssembler:
             return [self._close(key, partial=False)]
         return []
 
-    def expire(self, now: float) -> list[ScoredGroup]:
+    def expire(self, now: float) -> list[ClosedGroup]:
         """Close the groups whose deadline passed and forget joins that can no longer complete."""
         deadline = self.config.group_deadline_s
-        scored: list[ScoredGroup] = []
+        scored: list[ClosedGroup] = []
         for key in [k for k, g in self._open.items() if now - g.first_at >= deadline]:
             if len(self._open[key].results) >= self.config.min_group_results:
                 scored.append(self._close(key, partial=True))
@@ -152,7 +153,7 @@ class GroupAssembler:
             self._closed.popitem(last=False)
         return group
 
-    def _close(self, key: GroupKey, *, partial: bool) -> ScoredGroup:
+    def _close(self, key: GroupKey, *, partial: bool) -> ClosedGroup:
         generated = {sid: self._generated[sid] for sid in self._open[key].results}
         group = self._forget(key)
         module_id, version, turn = key
@@ -176,8 +177,8 @@ class GroupAssembler:
         )
         if not result.informative:
             self.dropped["zero_variance_groups"] += 1
-            return ScoredGroup(event=event, training=[])
-        return ScoredGroup(event=event, training=self._training_rows(result.samples, generated, version))
+            return ClosedGroup(event=event, training=[])
+        return ClosedGroup(event=event, training=self._training_rows(result.samples, generated, version))
 
     def _training_rows(self, scored: Sequence, generated: dict[str, Generated], version: int) -> list[TrainingSample]:
         rows = []

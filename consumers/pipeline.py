@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from kernelzero.stage import ROLES
 from kernelzero.supervisor import Child, RestartPolicy, supervise
 
-ROLES = ("projector", "validator", "coder", "evaluator", "trainer", "proposer")
 MAX_RESTARTS = 5
 
 

@@ -8,7 +8,8 @@ updates, each taken when its batch is full (`groups_per_step` informative Coder 
 its turn (`yielded_turns`), so neither learner ever waits on the other. A batch with nothing to
 train (every sample stale, or every advantage 0) is dropped without a step, so every published
 policy version changed the weights. Without a trainable Proposer (backend "synth" or no model)
-only the Coder trains. A timer closes groups whose deadline passed even when no event arrives.
+only the Coder trains. Groups whose deadline passed close even when no event arrives: the stage host asks
+(`at_head`) whenever it finds the head of the log, and what they publish commits with its offsets.
 It does not persist in-flight groups: a restart resumes the weights from the newest checkpoint
 but forgets groups not yet scored. Training runs in a worker thread, so a long step delays but
 does not block the event loop. Under torchrun or `accelerate launch` only rank 0 reads the log
@@ -29,7 +30,7 @@ import msgspec
 
 from kernelzero.config import Config
 from kernelzero.consumers import data_parallel
-from kernelzero.consumers.groups import GroupAssembler, ScoredGroup
+from kernelzero.consumers.groups import GroupAssembler, ClosedGroup
 from kernelzero.consumers.proposer_trainer import ProposerRewards
 from kernelzero.schemas import Event
 from kernelzero.schemas.messages import TrainingSample
@@ -99,11 +100,12 @@ class TrainerStage:
         self.proposals.add(event)
         return await self._after(scored)
 
-    async def tick(self) -> list[Event]:
-        """Close groups whose deadline passed (the service's timer calls this)."""
+    async def at_head(self) -> list[Event]:
+        """Close groups whose deadline passed, though no event came: the host asks after every poll that found the
+        log's head, and commits what this publishes with that poll's offsets."""
         return await self._after(self.groups.expire(time.monotonic()))
 
-    async def _after(self, scored: list[ScoredGroup]) -> list[Event]:
+    async def _after(self, scored: list[ClosedGroup]) -> list[Event]:
         out = [group.event for group in scored]
         for group in scored:
             self.proposals.add(group.event)
@@ -178,16 +180,6 @@ def load_learners(config: Config) -> tuple[Any, Any]:
     return coder, proposer
 
 
-async def _deadline_timer(log: Any, stage: TrainerStage, period_s: float) -> None:
-    from kernelzero.stage import publish
-
-    while True:
-        await anyio.sleep(period_s)
-        events = await stage.tick()
-        if events:
-            await publish(log, events, producer_name=stage.name)
-
-
 async def _ping_followers(period_s: float) -> None:
     while True:
         await anyio.sleep(period_s)
@@ -206,7 +198,6 @@ async def run(config: Config, idle_exit_s: float | None = None, *, learners: tup
     @asynccontextmanager
     async def stage(log):
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_deadline_timer, log, trainer, max(0.5, min(5.0, config.trainer.group_deadline_s / 4)))
             if data_parallel.position()[1] > 1:
                 tasks.start_soon(_ping_followers, config.trainer.collective_timeout_s / 4)
             try:
@@ -214,8 +205,7 @@ async def run(config: Config, idle_exit_s: float | None = None, *, learners: tup
             finally:
                 tasks.cancel_scope.cancel()
 
-    stats = await host_stage(config.log.url, stage, idle_exit_s=idle_exit_s,
-                             session_timeout_s=config.log.session_timeout_s)
+    stats = await host_stage(config.log, stage, idle_exit_s=idle_exit_s)
     return stats, trainer
 
 

@@ -12,13 +12,13 @@ The run-time checks run in consumers/validator_child.py: a fork server in bubble
 in a fresh fork confined to its scratch folder (Landlock, seccomp, the candidate uid), contained
 as `[evaluator]`'s containment settings say, the same way the evaluator's candidates are.
 
-Library: `validate(source, apis, config)` -> `ModuleVerdict`. Service: `kernelzero serve validator`.
+Library: `validate(source, apis, config, sandbox=validator_sandbox(...))` -> `ModuleVerdict`.
+Service: `kernelzero serve validator`.
 """
 
 from __future__ import annotations
 
 import ast
-import atexit
 import hashlib
 import os
 import uuid
@@ -43,7 +43,7 @@ _KEEP_NAMES = {"self", "Model", "forward", "get_inputs", "get_init_inputs", "tor
 
 # ---- static checks (parent process) ----
 
-def static_check(source: str) -> ModuleVerdict | None:
+def check_structure(source: str) -> ModuleVerdict | None:
     """A rejection for source that does not parse or lacks a required name; None when it may run."""
     try:
         tree = ast.parse(source)
@@ -117,9 +117,9 @@ def _refused(reason: str, detail: str) -> ModuleVerdict:
     return ModuleVerdict(ok=False, reason=reason, detail=detail)
 
 
-def validator_sandbox(containment: EvaluatorConfig | None = None, device: str = "auto") -> ForkServerClient:
-    """The validator's fork server (consumers/validator_child.py), contained as [evaluator] contains candidates."""
-    containment = containment or EvaluatorConfig()
+def validator_sandbox(containment: EvaluatorConfig, device: str) -> ForkServerClient:
+    """The validator's fork server (consumers/validator_child.py) for `device` ([validator] device), contained as
+    [evaluator] (`containment`) contains candidates."""
     cache_dir = Path(os.path.expanduser(containment.cache_dir))
     (cache_dir / "scratch").mkdir(parents=True, exist_ok=True)
     sandbox = Sandbox(containment, cache_dir, packages=VALIDATOR_PACKAGES)
@@ -128,21 +128,13 @@ def validator_sandbox(containment: EvaluatorConfig | None = None, device: str = 
                             env={"PYTORCH_NVML_BASED_CUDA_CHECK": "1"})  # device queries without cuInit: fork-safe
 
 
-_DEFAULT_SANDBOX: ForkServerClient | None = None
-
-
-def _default_sandbox() -> ForkServerClient:
-    global _DEFAULT_SANDBOX
-    if _DEFAULT_SANDBOX is None:
-        _DEFAULT_SANDBOX = validator_sandbox()
-        atexit.register(_DEFAULT_SANDBOX.close)  # its workspace folder goes with it
-    return _DEFAULT_SANDBOX
-
-
 def _run(sandbox: ForkServerClient, request: ValidationRequest) -> ModuleVerdict:
     """The verdict of one request in the sandbox; SandboxUnavailable where its run found less containment than required."""
-    request = msgspec.structs.replace(request, scratch_dir=sandbox.scratch())
-    reply = sandbox.request(msgspec.msgpack.encode(request), request.timeout_s + 120)
+
+    def in_scratch(scratch: str, _extensions: str) -> bytes:
+        return msgspec.msgpack.encode(msgspec.structs.replace(request, scratch_dir=scratch))
+
+    reply = sandbox.request(in_scratch, request.timeout_s + 120)
     if reply is None:
         return _refused("runtime_error", "the validator sandbox died")
     answer = msgspec.msgpack.decode(reply, type=ValidationAnswer)
@@ -153,19 +145,17 @@ def _run(sandbox: ForkServerClient, request: ValidationRequest) -> ModuleVerdict
 
 
 def validate(
-    source: str, apis: Sequence[str], config: ValidatorConfig | None = None, seed: int = 0,
-    sandbox: ForkServerClient | None = None,
+    source: str, apis: Sequence[str], config: ValidatorConfig, seed: int = 0, *, sandbox: ForkServerClient,
 ) -> ModuleVerdict:
-    """Judge one module (no duplicate check: see Deduplicator); not thread-safe per sandbox."""
-    config = config or ValidatorConfig()
-    rejected = static_check(source)
+    """Judge one module in `sandbox` (validator_sandbox); no duplicate check: see Deduplicator."""
+    rejected = check_structure(source)
     if rejected is not None:
         return rejected
     ast_hash = normalized_ast_hash(source)
     request = ValidationRequest(source=source, apis=list(apis), seed=seed, device=config.device,
                                 max_runtime_ms=config.max_runtime_ms, max_memory_gb=config.max_memory_gb,
                                 cpu_threads=config.cpu_threads, timeout_s=config.timeout_s)
-    verdict = _run(sandbox or _default_sandbox(), request)
+    verdict = _run(sandbox, request)
     return msgspec.structs.replace(verdict, ast_hash=ast_hash)
 
 
@@ -205,11 +195,10 @@ class Deduplicator:
 class ValidatorStage:
     """modules.proposed -> modules.accepted | modules.rejected."""
 
+    name = "validator"
     topics = ("modules.proposed",)
 
-    def __init__(self, config: ValidatorConfig, dedup: Deduplicator | None = None,
-                 sandbox: ForkServerClient | None = None):
-        self.name = config.group
+    def __init__(self, config: ValidatorConfig, sandbox: ForkServerClient, dedup: Deduplicator | None = None):
         self.config = config
         self.dedup = dedup or Deduplicator()
         self.sandbox = sandbox
@@ -242,15 +231,11 @@ class ValidatorStage:
 
 async def rebuild_dedup(log) -> Deduplicator:
     """The seen fingerprints, read from modules.accepted from its beginning (nothing is committed)."""
-    from kernelzero.log import read_to_end
-    from kernelzero.schemas import decode
+    from kernelzero.schemas import ModuleAccepted
+    from kernelzero.stage import read_payloads
 
     dedup = Deduplicator()
-    async for record in read_to_end(log, "modules.accepted", reader="validator-seen"):
-        try:
-            accepted = decode(record.value).payload
-        except Exception:  # undecodable history is the stage runner's business, not ours
-            continue
+    for accepted in await read_payloads(log, "modules.accepted", ModuleAccepted, reader="validator-seen"):
         dedup.add(accepted.module_id, accepted.fingerprint)
     return dedup
 
@@ -267,10 +252,9 @@ def serve(args, config) -> int:
     async def stage(log):
         sandbox = validator_sandbox(config.evaluator, config.validator.device)
         try:
-            yield ValidatorStage(config.validator, await rebuild_dedup(log), sandbox)
+            yield ValidatorStage(config.validator, sandbox, await rebuild_dedup(log))
         finally:
             sandbox.close()
 
-    anyio.run(lambda: host_stage(config.log.url, stage, idle_exit_s=getattr(args, "idle_exit", None),
-                                 session_timeout_s=config.log.session_timeout_s))
+    anyio.run(lambda: host_stage(config.log, stage, idle_exit_s=getattr(args, "idle_exit", None)))
     return 0

@@ -1,8 +1,9 @@
 """Evaluator worker processes discovered from the machine and supervised; no GPU placement beyond CUDA_VISIBLE_DEVICES.
 
-`python -m kernelzero.gpu_workers.fleet [--workers auto|N]` (and `kernelzero serve evaluator
---workers ...`) starts one worker process per visible GPU (`auto`; one CPU worker on a machine
-without a GPU) or N workers sharing the GPUs round-robin. Every worker is one member of the
+`kernelzero serve evaluator --workers auto|N` (the one way to start them: service.py calls
+`run_workers`) starts one worker process per visible GPU (`auto`; one CPU worker on a machine
+without a GPU) or N workers sharing the GPUs round-robin, each `python -m
+kernelzero.gpu_workers.service --worker ...` (service.py's `worker_main`). Every worker is one member of the
 consumer group "evaluator" on samples.generated, so the log's group membership spreads the
 partitions over them and hands a dead worker's partitions to the others (from the group's last
 commit: at-least-once, a sample in flight is evaluated again). The parent never touches CUDA: it
@@ -12,13 +13,11 @@ growing pause when it keeps dying at start. It does not bound the number of rest
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 
@@ -87,7 +86,7 @@ def _children(slots: list[WorkerSlot], config, idle_exit_s: float | None, use_ca
     sections = msgspec.json.encode({"log": config.log, "evaluator": config.evaluator}).decode()
     children = []
     for slot in slots:
-        argv = [sys.executable, "-m", "kernelzero.gpu_workers.fleet", "--child", str(slot.index),
+        argv = [sys.executable, "-m", "kernelzero.gpu_workers.service", "--worker", str(slot.index),
                 "--device", "cpu" if slot.gpu is None else "cuda", "--sections", sections,
                 "--gpu-processes", str(sharing[slot.gpu])]
         if idle_exit_s is not None:
@@ -116,58 +115,3 @@ def run_workers(workers: str, config, *, idle_exit_s: float | None = None, use_c
           + ", ".join(f"{s.index}->{s.describe()}" for s in slots), flush=True)
     # A worker that dies is restarted forever (with the growing pause): the group covers its partitions meanwhile.
     return asyncio.run(supervise(_children(slots, config, idle_exit_s, use_cache)))
-
-
-def worker_name(index: int) -> str:
-    """The producer named in a worker's events: which worker, host and process evaluated a sample."""
-    return f"evaluator/{index}@{socket.gethostname()}:{os.getpid()}"
-
-
-def _child(index: int, device: str, sections: str, idle_exit_s: float | None, use_cache: bool,
-           gpu_processes: int) -> int:
-    import anyio
-
-    from kernelzero.config import Config
-    from kernelzero.gpu_workers.service import run_evaluator
-
-    config = msgspec.json.decode(sections, type=Config)
-
-    def ready() -> None:
-        print(f"evaluator worker {index}: pid {os.getpid()} ready", flush=True)
-
-    try:
-        stats = anyio.run(lambda: run_evaluator(config.log.url, config, idle_exit_s=idle_exit_s, device=device,
-                                                use_cache=use_cache, on_ready=ready, producer=worker_name(index),
-                                                gpu_processes=gpu_processes))
-    except KeyboardInterrupt:  # the supervisor's stop: the group was left and the evaluator processes stopped
-        print(f"evaluator worker {index}: pid {os.getpid()} stopped", flush=True)
-        return 0
-    print(f"evaluator worker {index}: pid {os.getpid()} consumed {stats.consumed}, produced {stats.produced}, "
-          f"dead-lettered {stats.dead_lettered}", flush=True)
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernelzero.gpu_workers.fleet", description=__doc__.split("\n")[0])
-    parser.add_argument("--workers", default="auto", metavar="auto|N")
-    parser.add_argument("--config", metavar="FILE")
-    parser.add_argument("--broker", metavar="URL")
-    parser.add_argument("--idle-exit", type=float, default=None, metavar="S")
-    parser.add_argument("--no-result-cache", action="store_true", help="evaluate every sample (benchmarks)")
-    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--sections", default="{}", help=argparse.SUPPRESS)
-    parser.add_argument("--gpu-processes", type=int, default=1, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child is not None:
-        return _child(args.child, args.device, args.sections, args.idle_exit, not args.no_result_cache,
-                      args.gpu_processes)
-    from kernelzero.config import load_for_command
-    config = load_for_command(args.config, args.broker, "evaluator workers")
-    if config is None:
-        return 2
-    return run_workers(args.workers, config, idle_exit_s=args.idle_exit, use_cache=not args.no_result_cache)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import struct
 import sys
 import time
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -32,10 +32,11 @@ from kernelzero.gpu_workers import headers, prebuilt_headers
 from kernelzero.gpu_workers.device_turns import TURNS_INSIDE, turns_dir
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, evaluation
 from kernelzero.gpu_workers.signed_cache import SignedFiles
-from kernelzero.gpu_workers.static_check import check_source
+from kernelzero.gpu_workers.ast_rules import check_source
 from kernelzero.sandbox import untrusted_files
+from kernelzero.sandbox.client import ForkServerClient
 from kernelzero.sandbox.launcher import Sandbox, SandboxUnavailable
-from kernelzero.sandbox.workspace import EXTENSIONS, PRECOMPILED, Workspace
+from kernelzero.sandbox.workspace import EXTENSIONS, PRECOMPILED
 from kernelzero.schemas import Evaluation
 from kernelzero.schemas.messages import (BUILD_LINE, CONFINED, REFUSED, BuildOutcome, Built, Job, JobAnswer,
                                          SandboxRefusal)
@@ -56,75 +57,31 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def resolve_devices(device: str, workers_per_gpu: int, cpu_workers: int = 1) -> tuple[list[str], str, str]:
-    """(worker devices, GPU name, CUDA arch list) for 'auto' | 'cpu' | 'cuda' | 'cuda:N'."""
+def resolve_devices(device: str, config: EvaluatorConfig) -> tuple[list[str], str, str]:
+    """(worker devices, GPU name, CUDA arch list) for 'auto' | 'cpu' | 'cuda' | 'cuda:N', as many as `config` asks."""
     import torch
     if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
-        return ["cpu"] * max(1, cpu_workers), "", ""
+        return ["cpu"] * max(1, config.cpu_workers), "", ""
     if not torch.cuda.is_available():
         raise RuntimeError("device cuda requested but torch sees no CUDA GPU")
     indices = [int(device.split(":")[1])] if ":" in device else list(range(torch.cuda.device_count()))
     major, minor = torch.cuda.get_device_capability(indices[0])
-    devices = [f"cuda:{i}" for i in indices for _ in range(max(1, workers_per_gpu))]
+    devices = [f"cuda:{i}" for i in indices for _ in range(max(1, config.workers_per_gpu))]
     return devices, torch.cuda.get_device_name(indices[0]), f"{major}.{minor}"
 
 
-class _Worker:
-    """A worker process (`python -m kernelzero.gpu_workers.zygote`) in the sandbox, its pipes and workspace; restarted when lost."""
+class _Worker(NamedTuple):
+    """A worker: its device and its fork server (`python -m kernelzero.gpu_workers.zygote`) in the pool's sandbox."""
 
-    def __init__(self, device: str, sandbox: Sandbox, workspace: Workspace):
-        self.device = device
-        self.sandbox = sandbox
-        self.workspace = workspace
-        self.process: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        env = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1",  # device queries without cuInit: the worker stays fork-safe
-               "TRITON_INTERPRET": "1" if self.device == "cpu" else None}  # read when the worker imports triton
-        confinement = [] if self.sandbox.mode == "off" else [self.sandbox.confinement_arg()]
-        cuda = self.device != "cpu"
-        turns = [(turns_dir(), TURNS_INSIDE)] if cuda else []
-        self.process = await self.sandbox.start(
-            [sys.executable, "-m", "kernelzero.gpu_workers.zygote", *confinement], env=env,
-            writable=self.workspace.binds() + turns, gpu=cuda,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 26)
-        ready = await asyncio.wait_for(self._receive(), timeout=300)
-        if ready != b"ready":
-            raise RuntimeError(f"evaluator worker for {self.device} did not start")
-
-    async def _receive(self) -> bytes:
-        head = await self.process.stdout.readexactly(4)
-        return await self.process.stdout.readexactly(struct.unpack("!I", head)[0])
-
-    async def _roundtrip(self, message: bytes) -> bytes:
-        self.process.stdin.write(struct.pack("!I", len(message)) + message)
-        await self.process.stdin.drain()
-        return await self._receive()
-
-    async def run(self, message: bytes, timeout_s: float) -> bytes | None:
-        """The worker's answer, or None after replacing a worker that died or stopped answering."""
-        try:
-            return await asyncio.wait_for(self._roundtrip(message), timeout=timeout_s + 60)
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, OSError):
-            await self.restart()
-            return None
-
-    async def restart(self) -> None:
-        await self.stop()
-        await self.start()
-
-    async def stop(self) -> None:
-        if self.process is not None and self.process.returncode is None:
-            self.process.kill()
-            await self.process.wait()
-        self.process = None
+    device: str
+    server: ForkServerClient
 
 
 class EvaluatorPool:
-    def __init__(self, config: EvaluatorConfig | None = None, *, device: str | None = None, use_cache: bool = True,
+    def __init__(self, config: EvaluatorConfig, *, device: str | None = None, use_cache: bool = True,
                  gpu_processes: int = 1):
         """`gpu_processes`: evaluator processes (each with this pool's `workers_per_gpu`) sharing each GPU."""
-        self.config = config or EvaluatorConfig()
+        self.config = config
         self.device = device or self.config.device
         self.use_cache = use_cache
         self.gpu_sharing = max(1, self.config.workers_per_gpu) * max(1, gpu_processes)
@@ -145,16 +102,14 @@ class EvaluatorPool:
         self._pch: asyncio.Task | None = None  # the precompiled header's folder on this host, made once per pool
 
     async def __aenter__(self) -> "EvaluatorPool":
-        devices, self.gpu, self.arch = resolve_devices(self.device, self.config.workers_per_gpu,
-                                                       self.config.cpu_workers)
+        devices, self.gpu, self.arch = resolve_devices(self.device, self.config)
         self.device_type = "cpu" if devices == ["cpu"] else "cuda"
         for sub in ("results", "builds", "scratch"):
             (self.cache_dir / sub).mkdir(parents=True, exist_ok=True)
         await self.sandbox.probe()
-        scratch = self.cache_dir / "scratch"
-        self._workers = [_Worker(d, self.sandbox, Workspace(self.sandbox, scratch / uuid.uuid4().hex)) for d in devices]
+        self._workers = [_Worker(d, self._server(d)) for d in devices]
         try:
-            await asyncio.gather(*(w.start() for w in self._workers))
+            await asyncio.gather(*(w.server.started() for w in self._workers))
         except BaseException:
             await self._stop()
             raise
@@ -170,10 +125,16 @@ class EvaluatorPool:
     async def __aexit__(self, *exc) -> None:
         await self._stop()
 
+    def _server(self, device: str) -> ForkServerClient:
+        env = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1",  # device queries without cuInit: the worker stays fork-safe
+               "TRITON_INTERPRET": "1" if device == "cpu" else None}  # read when the worker imports triton
+        cuda = device != "cpu"
+        workspace = self.cache_dir / "scratch" / uuid.uuid4().hex
+        return ForkServerClient(self.sandbox, "kernelzero.gpu_workers.zygote", workspace, gpu=cuda, env=env,
+                                writable=[(turns_dir(), TURNS_INSIDE)] if cuda else [])
+
     async def _stop(self) -> None:
-        await asyncio.gather(*(w.stop() for w in self._workers))
-        for w in self._workers:
-            w.workspace.remove()
+        await asyncio.gather(*(asyncio.to_thread(w.server.close) for w in self._workers))
 
     # ---- caches ----
     def _result_path(self, problem_src: str, candidate_src: str) -> Path:
@@ -253,14 +214,16 @@ class EvaluatorPool:
     async def _run(self, problem_src: str, candidate_src: str, ext_dir: str, built: Built = Built(),
                    alone: bool = False) -> Evaluation:
         worker = await self._idle.get()
-        try:
-            scratch, extensions = await asyncio.to_thread(worker.workspace.prepare, ext_dir)
-            job = Job(problem_src=problem_src, candidate_src=candidate_src, device=worker.device, scratch_dir=scratch,
-                      config=self.config, gpu=self.gpu, extensions_dir=extensions, arch_list=self.arch,
-                      headers=built.mode, pch=built.pch, gpu_sharing=self.gpu_sharing, alone=alone)
-            answer = await worker.run(msgspec.msgpack.encode(job), self.config.timeout_s)
+
+        def job(scratch: str, extensions: str) -> bytes:
+            return msgspec.msgpack.encode(Job(
+                problem_src=problem_src, candidate_src=candidate_src, device=worker.device, scratch_dir=scratch,
+                config=self.config, gpu=self.gpu, extensions_dir=extensions, arch_list=self.arch, headers=built.mode,
+                pch=built.pch, gpu_sharing=self.gpu_sharing, alone=alone))
+
+        try:  # the job's own timeout is the worker's; a minute more is the worker's to answer
+            answer = await worker.server.ask(job, self.config.timeout_s + 60, ext_dir)
         finally:
-            worker.workspace.clear()  # the worker killed what the job started before it answered
             self._idle.put_nowait(worker)
         if answer is None:
             return self._base("runtime_error", "worker_lost", detail="the worker died or stopped answering; replaced")
@@ -388,10 +351,10 @@ async def _ends_of_output(proc: asyncio.subprocess.Process, kept: int = BUILD_OU
     return bytes(head + tail)
 
 
-def evaluate(problem_src: str, candidate_src: str, config: EvaluatorConfig | None = None, *,
+def evaluate(problem_src: str, candidate_src: str, config: EvaluatorConfig, *,
              device: str | None = None, use_cache: bool = True) -> Evaluation:
     """One-off synchronous evaluation (starts and stops its own worker); a bad problem is a `problem_error` result."""
-    config = msgspec.structs.replace(config or EvaluatorConfig(), workers_per_gpu=1)
+    config = msgspec.structs.replace(config, workers_per_gpu=1)
     device = device or config.device
     if device in ("cuda", "auto"):
         import torch

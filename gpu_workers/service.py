@@ -5,11 +5,16 @@ A sample without code (source None) is answered without running anything: verdic
 A sample whose problem is unusable, or that the evaluator itself failed on, is answered with the
 verdict `problem_error` or `evaluator_error` (the reason and evidence say why): nobody's sample
 to charge, and consumers must leave such verdicts out of rewards (schemas.UNCHARGED_VERDICTS).
-Several service processes in the one group "evaluator" share the partitions: see fleet.py.
+Several service processes in the one group "evaluator" share the partitions: `kernelzero serve evaluator
+--workers auto|N` starts and supervises them (fleet.py), each `python -m kernelzero.gpu_workers.service --worker
+...` (`worker_main`).
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import sys
 from typing import Callable, Sequence
 
 import msgspec
@@ -44,7 +49,7 @@ class EvaluatorStage:
                            causation_id=event.event_id, policy_version=event.envelope.policy_version)]
 
 
-async def run_evaluator(log_url: str, config, *, idle_exit_s: float | None = None, device: str | None = None,
+async def run_evaluator(config, *, idle_exit_s: float | None = None, device: str | None = None,
                         use_cache: bool = True, on_ready: Callable[[], None] | None = None,
                         producer: str = "evaluator", gpu_processes: int = 1):
     """Consume samples.generated as one member of group "evaluator" until idle (or forever); returns StageStats.
@@ -64,17 +69,62 @@ async def run_evaluator(log_url: str, config, *, idle_exit_s: float | None = Non
                 on_ready()
             yield EvaluatorStage(pool, producer)
 
-    return await host_stage(log_url, stage, idle_exit_s=idle_exit_s, session_timeout_s=config.log.session_timeout_s)
+    return await host_stage(config.log, stage, idle_exit_s=idle_exit_s)
 
 
 def serve(args, config) -> int:
     """One process (a pool over every visible GPU), or with `--workers auto|N` one supervised process per worker."""
     idle_exit_s = getattr(args, "idle_exit", None)
+    use_cache = not getattr(args, "no_result_cache", False)
     workers = getattr(args, "workers", None)
     if workers is not None:
         from kernelzero.gpu_workers.fleet import run_workers
-        return run_workers(str(workers), config, idle_exit_s=idle_exit_s)
+        return run_workers(str(workers), config, idle_exit_s=idle_exit_s, use_cache=use_cache)
     import anyio
-    stats = anyio.run(lambda: run_evaluator(config.log.url, config, idle_exit_s=idle_exit_s))
+    stats = anyio.run(lambda: run_evaluator(config, idle_exit_s=idle_exit_s, use_cache=use_cache))
     print(f"evaluator: consumed {stats.consumed}, produced {stats.produced}, dead-lettered {stats.dead_lettered}")
     return 0
+
+
+def worker_name(index: int) -> str:
+    """The producer named in a worker's events: which worker, host and process evaluated a sample."""
+    return f"evaluator/{index}@{socket.gethostname()}:{os.getpid()}"
+
+
+def worker_main(argv: list[str]) -> int:
+    """One worker of `serve --workers` (fleet.py starts it, its arguments say what the parent's configuration is)."""
+    import argparse
+
+    import anyio
+
+    from kernelzero.config import Config
+
+    parser = argparse.ArgumentParser(prog="python -m kernelzero.gpu_workers.service",
+                                     description="one evaluator worker of `kernelzero serve evaluator --workers`")
+    parser.add_argument("--worker", type=int, required=True)
+    parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    parser.add_argument("--sections", required=True, help="the parent's [log] and [evaluator] as JSON")
+    parser.add_argument("--gpu-processes", type=int, default=1)
+    parser.add_argument("--idle-exit", type=float, default=None)
+    parser.add_argument("--no-result-cache", action="store_true")
+    args = parser.parse_args(argv)
+    config = msgspec.json.decode(args.sections, type=Config)
+    index = args.worker
+
+    def ready() -> None:
+        print(f"evaluator worker {index}: pid {os.getpid()} ready", flush=True)
+
+    try:
+        stats = anyio.run(lambda: run_evaluator(config, idle_exit_s=args.idle_exit, device=args.device,
+                                                use_cache=not args.no_result_cache, on_ready=ready,
+                                                producer=worker_name(index), gpu_processes=args.gpu_processes))
+    except KeyboardInterrupt:  # the supervisor's stop: the group was left and the evaluator processes stopped
+        print(f"evaluator worker {index}: pid {os.getpid()} stopped", flush=True)
+        return 0
+    print(f"evaluator worker {index}: pid {os.getpid()} consumed {stats.consumed}, produced {stats.produced}, "
+          f"dead-lettered {stats.dead_lettered}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(sys.argv[1:]))

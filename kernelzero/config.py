@@ -195,7 +195,6 @@ class ValidatorConfig(Section):
     max_memory_gb: float = 8.0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cpu_threads: int = 1  # torch threads of a validation run on the CPU
-    group: str = "validator"  # its consumer group: the Proposer waits while its lag reaches [proposer] max_pending
 
 
 class TrainerConfig(Section):
@@ -280,7 +279,6 @@ class AnalyticsConfig(Section):
     prior_beta: float = 1.0
     explore: float = 0.5  # frontier weight bonus per unit of posterior std relative to the prior's
     frontier_versions: int = 0  # frontier over the last N Coder policy versions; 0 = all
-    group: str = "analytics"  # consumer group of the projection (its offsets live in DuckDB)
     batch_records: int = 5000  # records per projection transaction
     snapshot_every: int = 64  # the projector publishes frontier.snapshot after this many new evaluations
     snapshot_max_entries: int = 256  # highest-weight frontier entries per snapshot

@@ -19,6 +19,7 @@ from typing import AsyncContextManager, Callable, Protocol, Sequence
 import anyio
 import msgspec
 
+from kernelzero.config import LogConfig
 from kernelzero.log import EventLog, Message, Record, next_offsets
 from kernelzero.schemas import DeadLetter, DecodeError, Event, UnknownEventType, decode, encode, make_event
 
@@ -26,6 +27,10 @@ logger = logging.getLogger("kernelzero.stage")
 
 
 ALL: tuple[str, ...] = ("*",)  # a stage's `topics` for every topic of the log, as listed when it starts
+# The pipeline's stages in pipeline order, as `kernelzero serve ROLE` and `kernelzero run --roles` name them. One
+# naming rule, fixed, not configured: a stage's consumer group, and the producer named in its dead letters and
+# events, is its role's name.
+ROLES: tuple[str, ...] = ("proposer", "validator", "coder", "evaluator", "trainer", "projector")
 
 
 class Stage(Protocol):
@@ -39,10 +44,12 @@ class Stage(Protocol):
     (default 1, `handle` only); `async def opened(consumer)`, called once its consumer has joined,
     before the first poll, to restore its position (`seek_to_beginning`); `async def at_head() ->
     Sequence[Event]`, called after every poll that came back short of `max_records` (the stage has
-    caught up with the log), whose events commit with that poll's outputs and offsets.
+    caught up with the log), whose events commit with that poll's outputs and offsets (a stage that
+    produces without being asked, as the Proposer does, produces there); `def done() -> bool`, asked
+    before each poll: the stage has finished its work and the host stops it.
     """
 
-    name: str  # the consumer group, and the producer named in dead letters
+    name: str  # its role (ROLES): the consumer group, and the producer named in dead letters
     topics: Sequence[str]  # or ALL
 
 
@@ -65,6 +72,22 @@ def dead_letter(record: Record, reason: str, error: str, producer: str) -> Event
     )
     correlation = record.key.decode(errors="replace") if record.key else f"{record.topic}/{record.partition}"
     return make_event(payload, correlation_id=correlation, producer=producer)
+
+
+async def read_payloads(log: EventLog, topic: str, kind: type, *, reader: str) -> list:
+    """Every `kind` payload on `topic` as of now, oldest first, for a stage restoring its state when it starts;
+    undecodable records are skipped here (the stage consuming the topic dead-letters them)."""
+    from kernelzero.log import read_to_end
+
+    found = []
+    async for record in read_to_end(log, topic, reader=reader):
+        try:
+            payload = decode(record.value).payload
+        except DecodeError:
+            continue
+        if isinstance(payload, kind):
+            found.append(payload)
+    return found
 
 
 async def publish(log: EventLog, events: Sequence[Event], producer_name: str = "publisher") -> None:
@@ -127,8 +150,8 @@ async def run_stage(
     concurrency: int | None = None,
     until: Callable[[], bool] | None = None,
 ) -> StageStats:
-    """Run until cancelled, until nothing arrived for `idle_exit_s` seconds, or until `until()` holds
-    (asked before each poll).
+    """Run until cancelled, until nothing was consumed or produced for `idle_exit_s` seconds, or until `until()`
+    (else the stage's own `done()`) holds, asked before each poll.
 
     `max_records` and `concurrency` default to the stage's own (or 64 and 1). `concurrency` > 1
     handles up to that many records of a batch at once (an evaluator with several workers);
@@ -140,6 +163,7 @@ async def run_stage(
     topics = sorted(await log.topics()) if tuple(stage.topics) == ALL else list(stage.topics)
     take = getattr(stage, "take", None)
     at_head = getattr(stage, "at_head", None)
+    until = until or getattr(stage, "done", None)
     async with await log.consumer(stage.name, topics, session_timeout_s=session_timeout_s) as consumer:
         if (opened := getattr(stage, "opened", None)) is not None:
             await opened(consumer)
@@ -156,20 +180,20 @@ async def run_stage(
                     await consumer.commit_with([message_for(e) for e in outputs], next_offsets(records))
                 stats.consumed += len(records)
                 stats.produced += len(outputs)
-            if records:
+            if records or outputs:
                 idle_since = time.monotonic()
             elif idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
                 break
     return stats
 
 
-async def host_stage(log_url: str, open_stage: Callable[[EventLog], AsyncContextManager[Stage]], *,
-                     idle_exit_s: float | None = None, session_timeout_s: float = 10.0) -> StageStats:
-    """The one host of every consuming stage: open the log, let `open_stage(log)` build the stage (restoring its
-    state from the log, starting its workers), run it until idle or cancelled, then close the stage and the log."""
+async def host_stage(log_config: LogConfig, open_stage: Callable[[EventLog], AsyncContextManager[Stage]], *,
+                     idle_exit_s: float | None = None) -> StageStats:
+    """The one host of every consuming stage: open the log ([log]), let `open_stage(log)` build the stage (restoring
+    its state from the log, starting its workers), run it until idle or cancelled, then close the stage and the log."""
     from kernelzero.log import open_log
 
-    async with await open_log(log_url) as log:
+    async with await open_log(log_config.url) as log:
         async with open_stage(log) as stage:
-            return await run_stage(log, stage, idle_exit_s=idle_exit_s, session_timeout_s=session_timeout_s)
+            return await run_stage(log, stage, idle_exit_s=idle_exit_s, session_timeout_s=log_config.session_timeout_s)
 

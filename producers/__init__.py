@@ -1,1 +1,1 @@
-"""Producers: the Proposer and the Coder, their prompts and the LLM generation backends."""
+"""Producers: the Proposer and the Coder, and the LLM generation backends (their prompt templates are the kit's, kernelzero/kit/prompts/)."""

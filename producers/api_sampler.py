@@ -24,7 +24,7 @@ class ApiSampler:
         apis: Sequence[str] | None = None,
         frontier: FrontierSnapshot | None = None,
         *,
-        explore: float = 0.2,
+        explore: float,
         seed: int | None = None,
     ):
         if not 0.0 <= explore <= 1.0:

@@ -26,9 +26,10 @@ import msgspec
 
 from kernelzero.config import CoderConfig
 from kernelzero.kit.codeblocks import last_python_block
-from kernelzero.kit.coder_prompts import Attempt, prompt_hash, render_coder_prompt
+from kernelzero.kit.coder_prompts import Attempt, render_coder_prompt
+from kernelzero.kit.templates import prompt_hash
 from kernelzero.producers.generation import Completion, Generator
-from kernelzero.producers.policy import catch_up, load_update
+from kernelzero.producers.policy import following_policy, load_update
 from kernelzero.schemas import (
     UNCHARGED_VERDICTS, Event, ModuleAccepted, PolicyUpdated, SampleEvaluated, SampleGenerated, make_event, uuid7,
 )
@@ -160,7 +161,8 @@ class CoderStage:
         if not failed:
             return []
         histories = [[*group.members[sid].attempts, _attempt(group.members[sid].source, r)] for sid, r in failed]
-        prompts = [render_coder_prompt(group.module.source, self.config.target, h, self.config.prompt) for h in histories]
+        prompts = [render_coder_prompt(group.module.source, self.config.target, h, style=self.config.prompt)
+                   for h in histories]
         return await self._sample(group.module, prompts, histories, 1, causation_id=causation_id, turn=group.turn + 1)
 
     def _remember(self, module: ModuleAccepted, turn: int, members: dict[str, Member]) -> None:
@@ -181,23 +183,17 @@ def _attempt(source: str | None, result: SampleEvaluated) -> Attempt:
 async def run(config: Any, idle_exit_s: float | None = None) -> int:
     from contextlib import asynccontextmanager
 
-    from kernelzero.producers.generation import make_generator
     from kernelzero.stage import host_stage
 
     @asynccontextmanager
     async def stage(log):
-        generator = await anyio.to_thread.run_sync(make_generator, config.coder)
-        try:
+        async with following_policy(log, config.coder, PRODUCER) as generator:
             coder = CoderStage(generator, config.coder)
-            version = await catch_up(generator, log, "coder")
             print(f"coder: {config.coder.backend} {config.coder.model}, target {config.coder.target}, "
-                  f"policy version {version}, consuming {', '.join(coder.topics)}", file=sys.stderr)
+                  f"policy version {generator.policy_version}, consuming {', '.join(coder.topics)}", file=sys.stderr)
             yield coder
-        finally:
-            await generator.close()
 
-    stats = await host_stage(config.log.url, stage, idle_exit_s=idle_exit_s,
-                             session_timeout_s=config.log.session_timeout_s)
+    stats = await host_stage(config.log, stage, idle_exit_s=idle_exit_s)
     print(f"coder: consumed {stats.consumed}, produced {stats.produced}, dead-lettered {stats.dead_lettered}",
           file=sys.stderr)
     return 0

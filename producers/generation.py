@@ -1,4 +1,4 @@
-"""The one text-generation interface of the Coder and the Proposer, and a factory choosing its backend; no sampling logic lives here.
+"""The one text-generation interface of the Coder and the Proposer, which every backend implements; no sampling logic lives here, nor the choice of a backend (backends.py).
 
 Contract every backend keeps:
 - `generate` is a coroutine. Backends that compute on the local machine (transformers, vllm) run
@@ -21,8 +21,6 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 import msgspec
-
-from kernelzero.config import GenerationConfig
 
 
 class Completion(msgspec.Struct, kw_only=True):
@@ -75,30 +73,3 @@ def uri_to_path(uri: str) -> str:
     if "://" in uri:
         raise GenerationError(f"weights URI {uri!r}: only local paths and file:// URIs are supported")
     return uri
-
-
-def make_generator(settings: GenerationConfig) -> Generator:
-    """The backend named by `settings.backend` (transformers, vllm or openai) of a [coder] or [proposer] section."""
-    if settings.backend == "transformers":
-        from kernelzero.producers.backend_transformers import TransformersGenerator
-
-        return TransformersGenerator(
-            settings.model, adapter=settings.adapter, device=settings.device, dtype=settings.dtype,
-            chat=settings.chat, seed=settings.seed, allow_download=settings.allow_download,
-        )
-    if settings.backend == "vllm":
-        from kernelzero.producers.backend_vllm import VLLMGenerator
-
-        return VLLMGenerator(
-            settings.model, adapter=settings.adapter, dtype=settings.dtype, chat=settings.chat, seed=settings.seed,
-            gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
-        )
-    if settings.backend == "openai":
-        from kernelzero.producers.backend_openai import OpenAIGenerator
-
-        return OpenAIGenerator(
-            settings.openai_base_url, settings.model, api_key=settings.openai_api_key,
-            timeout_s=settings.request_timeout_s, max_retries=settings.max_retries,
-            concurrency=settings.concurrency, chat=settings.chat, token_ids=settings.openai_token_ids,
-        )
-    raise GenerationError(f"unknown generation backend {settings.backend!r} (transformers, vllm or openai)")

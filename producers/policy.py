@@ -1,18 +1,22 @@
-"""Following a role's policy on the log: verify a policy.updated's weights and load them into a Generator; shared by the Coder and the Proposer.
+"""Following a role's policy on the log, the one way the Coder and the Proposer do: the newest verified policy when the stage starts (`following_policy`), then each policy.updated it consumes (`load_update`); it does not decide when to load.
 
 Weights never travel through the log: an update names a path and a content hash, and nothing is
-loaded unless the files hash to it. It does not decide when to load (callers load between
-batches, never while a `generate` of the same generator runs).
+loaded unless the files hash to it. One rule for a mismatch: `load_update` raises
+PolicyHashMismatch and the stage host dead-letters the event; catching up at start skips it (it is
+dead-lettered when consumed). Callers load between batches, never while a `generate` of the same
+generator runs.
 """
 
 from __future__ import annotations
 
 import logging
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
 import anyio
 
+from kernelzero.config import GenerationConfig
 from kernelzero.producers.generation import Generator, uri_to_path
 from kernelzero.schemas import PolicyUpdated
 
@@ -46,24 +50,32 @@ async def load_update(generator: Generator, update: PolicyUpdated, role: str) ->
     return True
 
 
-async def role_updates(log: Any, role: str, timeout_s: float = 30.0) -> list[PolicyUpdated]:
+async def role_updates(log: Any, role: str) -> list[PolicyUpdated]:
     """Every policy.updated of `role` on the log, newest version first."""
-    from kernelzero.log import read_to_end
-    from kernelzero.schemas import DecodeError, decode
+    from kernelzero.stage import read_payloads
 
-    updates: list[PolicyUpdated] = []
-    async for record in read_to_end(log, "policy.updated", reader=f"{role}.policy-scan", deadline_s=timeout_s):
-        try:
-            payload = decode(record.value).payload
-        except DecodeError:
-            continue  # the stage itself dead-letters it when it reads the record
-        if isinstance(payload, PolicyUpdated) and payload.role == role:
-            updates.append(payload)
-    return sorted(updates, key=lambda u: u.version, reverse=True)
+    updates = await read_payloads(log, "policy.updated", PolicyUpdated, reader=f"{role}.policy-scan")
+    return sorted((u for u in updates if u.role == role), key=lambda u: u.version, reverse=True)
+
+
+@asynccontextmanager
+async def following_policy(log: Any, settings: GenerationConfig, role: str) -> AsyncIterator[Generator]:
+    """The generator `settings` name, loaded with the newest `role` policy on the log that verifies; closed on exit.
+
+    A stage opens it when it starts, then loads each later policy.updated it consumes with `load_update`."""
+    from kernelzero.producers.backends import make_generator
+
+    generator = await anyio.to_thread.run_sync(make_generator, settings)
+    try:
+        await catch_up(generator, log, role)
+        yield generator
+    finally:
+        await generator.close()
 
 
 async def catch_up(generator: Generator, log: Any, role: str) -> int:
-    """Load the newest `role` policy whose weights verify, so a restarted producer does not sample an old one."""
+    """Load the newest `role` policy whose weights verify, so a restarted producer does not sample an old one (the
+    others are logged and skipped here: the stage dead-letters them when it consumes them)."""
     for update in await role_updates(log, role):
         try:
             await load_update(generator, update, role)

@@ -1,31 +1,35 @@
 """The Proposer stage: API sets sampled at the Coder's frontier become modules.proposed events, written by the synthesizer or by an LLM; it judges nothing (the validator does).
 
-`Proposer.propose(n)` is the library call (used by `serve proposer` and the pipeline runner);
-the LLM path is thin: a prompt from producers/prompts/proposer.md, one completion per API set
-through the shared `Generator`, and the last fenced python block defining `Model` (the whole
-answer when there is none, so the validator rejects it and the trainer still sees the tokens).
-Its events carry what the Proposer trainer needs (prompt and completion tokens, log-probabilities,
-temperature, policy version); `serve proposer` loads the newest proposer policy.updated between rounds.
+`Proposer.propose(n)` is the library call; `ProposerStage` runs it on the stage host like every
+other stage (`kernelzero serve proposer`): it consumes frontier.snapshot (aim at the newest) and
+policy.updated (load the Proposer's new weights between batches, once their hash checks out; a
+mismatch is dead-lettered, as in the Coder: producers/policy.py), and proposes a batch whenever it
+has caught up with them and the validator keeps up. The LLM path is thin: a prompt from
+kernelzero/kit/prompts/proposer.md, one completion per API set through the shared `Generator`, and
+the last fenced python block defining `Model` (the whole answer when there is none, so the validator
+rejects it and the trainer still sees the tokens). Its events carry what the Proposer trainer needs
+(prompt and completion tokens, log-probabilities, temperature, policy version).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from pathlib import Path
-from typing import Sequence
+import sys
+from typing import Any, Sequence
+
+import anyio
 
 from kernelzero.config import ProposerConfig
 from kernelzero.kit.api_catalog import Limits, get, names
+from kernelzero.kit.templates import fill, prompt_hash, template
 from kernelzero.producers.api_sampler import ApiSampler
+from kernelzero.producers.policy import following_policy, load_update
 from kernelzero.producers.synthesizer import SynthesisError, synthesize
-from kernelzero.schemas import Event, FrontierSnapshot, ModuleProposed, api_set_key, make_event, uuid7
+from kernelzero.schemas import Event, FrontierSnapshot, ModuleProposed, PolicyUpdated, api_set_key, make_event, uuid7
 
 logger = logging.getLogger("kernelzero.proposer")
 
 PRODUCER = "proposer"
-PROMPT_PATH = Path(__file__).parent / "prompts" / "proposer.md"
-COMPACT_PROMPT_PATH = Path(__file__).parent / "prompts" / "proposer_compact.md"
 _EXAMPLE_APIS = ("torch.nn.Conv2d", "torch.nn.functional.gelu", "torch.sum")
 _SYNTH_TRIES = 8  # API sets redrawn when the synthesizer finds no valid composition
 
@@ -52,20 +56,17 @@ class _Placeholder(dict):
 _SET_TRIES = 100  # draws before an excluded API set is given up on
 
 
-def build_prompt(apis: Sequence[str], scale: float = 1.0, style: str = "full") -> str:
+def build_prompt(apis: Sequence[str], scale: float, style: str) -> str:
     """The Proposer's prompt for an API set: full (rules, sizes, an example) or compact (the API list alone)."""
     if style == "compact":
-        return COMPACT_PROMPT_PATH.read_text().format(apis=", ".join(apis))
+        return fill(template("proposer_compact"), {"apis": ", ".join(apis)})
     limits = Limits.at_scale(scale)
     example = synthesize(list(_EXAMPLE_APIS), seed=0, scale=min(scale, 2.0 ** -6), check=False).source
-    return PROMPT_PATH.read_text().format(
-        apis="\n".join(describe(a) for a in apis), numel=f"{limits.numel:,}", max_numel=f"{2 * limits.numel:,}",
-        feature=limits.feature, channel=limits.channel, example=example.strip(),
-    )
-
-
-def prompt_hash(prompt: str) -> str:
-    return hashlib.sha256(prompt.encode()).hexdigest()[:16]
+    return fill(template("proposer"), {
+        "apis": "\n".join(describe(a) for a in apis), "numel": f"{limits.numel:,}",
+        "max_numel": f"{2 * limits.numel:,}", "feature": str(limits.feature), "channel": str(limits.channel),
+        "example": example.strip(),
+    })
 
 
 class Proposer:
@@ -145,83 +146,69 @@ def last_model_block(text: str) -> str:
     return last_python_block(text, "Model") or text
 
 
-async def _latest(consumer, kind: type) -> list:
-    """Every decodable `kind` payload the consumer has for us now, oldest first (undecodable ones are skipped)."""
-    from kernelzero.schemas import DecodeError, decode
-
-    found = []
-    for record in await consumer.poll(max_records=500, timeout_s=0.1):
-        try:
-            event = decode(record.value)
-        except DecodeError:  # the next snapshot or update will do
-            continue
-        if isinstance(event.payload, kind):
-            found.append(event.payload)
-    return found
-
-
-async def _pending(log, validator_group: str) -> int:
-    """modules.proposed records the validator (its consumer group) has not consumed yet."""
+async def _pending(log) -> int:
+    """modules.proposed records the validator (its consumer group, named after its role) has not consumed yet."""
     ends = await log.end_offsets("modules.proposed")
-    done = await log.committed(validator_group, "modules.proposed")
+    done = await log.committed("validator", "modules.proposed")
     return sum(end - done.get(p, 0) for p, end in ends.items())
 
 
-async def _follow_policy(generator, updates: list) -> None:
-    from kernelzero.producers.policy import PolicyHashMismatch, load_update
+class ProposerStage:
+    """The Proposer on the stage host: it follows frontier.snapshot and its policy.updated events, and proposes a batch
+    each time it has caught up with them (`at_head`) while fewer than `max_pending` modules wait for the validator."""
 
-    for update in sorted(updates, key=lambda u: u.version, reverse=True):
-        try:
-            if await load_update(generator, update, "proposer"):
-                return
-        except PolicyHashMismatch as exc:
-            logger.error("skipping proposer policy version %d: %s", update.version, exc)
+    name = PRODUCER
+    topics = ("frontier.snapshot", "policy.updated")
+
+    def __init__(self, proposer: Proposer, log) -> None:
+        self.proposer = proposer
+        self.config = proposer.config
+        self.log = log
+        self.rounds = 0
+
+    async def handle(self, event: Event) -> list[Event]:
+        payload = event.payload
+        if isinstance(payload, FrontierSnapshot):
+            self.proposer.update_frontier(payload)
+        elif isinstance(payload, PolicyUpdated) and self.proposer.generator is not None:
+            await load_update(self.proposer.generator, payload, PRODUCER)  # a hash mismatch is dead-lettered
+        return []
+
+    async def at_head(self) -> list[Event]:
+        if self.done() or await _pending(self.log) >= self.config.max_pending:
+            return []
+        self.rounds += 1
+        return await self.proposer.propose(self.config.batch)
+
+    def done(self) -> bool:
+        """`[proposer] rounds` rounds proposed (0: never done)."""
+        return 0 < self.config.rounds <= self.rounds
+
+
+async def run(config: Any, idle_exit_s: float | None = None) -> int:
+    from contextlib import AsyncExitStack, asynccontextmanager
+
+    from kernelzero.stage import host_stage, read_payloads
+
+    cfg = config.proposer
+
+    @asynccontextmanager
+    async def stage(log):
+        async with AsyncExitStack() as stack:
+            generator = None if cfg.backend == "synth" else \
+                await stack.enter_async_context(following_policy(log, cfg, PRODUCER))
+            # the newest snapshot so far: the group's commits have moved past the ones an earlier run consumed
+            snapshots = await read_payloads(log, "frontier.snapshot", FrontierSnapshot, reader="proposer-frontier")
+            proposer = Proposer(cfg, generator, frontier=snapshots[-1] if snapshots else None,
+                                already_proposed=sum((await log.end_offsets("modules.proposed")).values()))
+            yield ProposerStage(proposer, log)
+
+    stats = await host_stage(config.log, stage, idle_exit_s=idle_exit_s)
+    print(f"proposer: consumed {stats.consumed}, produced {stats.produced}, dead-lettered {stats.dead_lettered}",
+          file=sys.stderr)
+    return 0
 
 
 def serve(args, config) -> int:
     """`kernelzero serve proposer`: propose in rounds while the validator keeps up; new weights between rounds."""
-    import time
-
-    import anyio
-
-    from kernelzero.log import open_log
-    from kernelzero.schemas import PolicyUpdated
-    from kernelzero.stage import publish
-
-    cfg = config.proposer
-
-    async def main() -> None:
-        generator = None
-        if cfg.backend != "synth":
-            from kernelzero.producers.generation import make_generator
-            from kernelzero.producers.policy import catch_up
-
-            generator = make_generator(cfg)
-        log = await open_log(config.log.url)
-        if generator is not None:
-            await catch_up(generator, log, "proposer")
-        proposer = Proposer(cfg, generator, already_proposed=sum((await log.end_offsets("modules.proposed")).values()))
-        rounds, idle_since = 0, time.monotonic()
-        try:
-            async with await log.consumer("proposer-frontier", ["frontier.snapshot"]) as frontier_feed, \
-                    await log.consumer(f"proposer-policy.{uuid7()}", ["policy.updated"]) as policy_feed:
-                while cfg.rounds == 0 or rounds < cfg.rounds:
-                    for frontier in (await _latest(frontier_feed, FrontierSnapshot))[-1:]:
-                        proposer.update_frontier(frontier)
-                    updates = await _latest(policy_feed, PolicyUpdated)
-                    if generator is not None and updates:
-                        await _follow_policy(generator, updates)
-                    if await _pending(log, config.validator.group) >= cfg.max_pending:
-                        if args.idle_exit is not None and time.monotonic() - idle_since > args.idle_exit:
-                            return
-                        await anyio.sleep(0.5)
-                        continue
-                    await publish(log, await proposer.propose(cfg.batch), PRODUCER)
-                    rounds, idle_since = rounds + 1, time.monotonic()
-        finally:
-            if generator is not None:
-                await generator.close()
-            await log.close()
-
-    anyio.run(main)
-    return 0
+    return anyio.run(run, config, getattr(args, "idle_exit", None))

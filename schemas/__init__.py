@@ -5,7 +5,7 @@ The messages between processes are schemas/messages.py's (not imported here: it 
 
 from kernelzero.schemas.envelope import (
     DecodeError, Envelope, Event, UnknownEventType, decode, decode_envelope, encode, make_event,
-    register_upcaster, to_builtins, uuid7,
+    to_builtins, uuid7,
 )
 from kernelzero.schemas.events import *  # noqa: F403
 from kernelzero.schemas.events import PAYLOAD_TYPES, SCHEMA_VERSIONS, VERDICTS

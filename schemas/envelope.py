@@ -1,8 +1,10 @@
-"""The versioned event envelope, msgpack encoding, and upcasting on read; does not validate payload semantics.
+"""The versioned event envelope and its msgpack encoding; does not validate payload semantics, nor upcast old versions.
 
 A consumer decodes the envelope first with the payload left as raw bytes, so an event type it
-does not know is skipped (`UnknownEventType`) instead of crashing it; a payload written under
-an older schema version is upcast, step by step, before it is converted to the current Struct.
+does not know, or a newer schema version of one, is skipped (`UnknownEventType`) instead of
+crashing it. Every type is at version 1 (schemas/events.py), so there is nothing to upcast: a
+payload of an older version than this build's is a DecodeError. The type that first moves to
+version 2 brings the step that upcasts version 1, with its test.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any
 
 import msgspec
 
@@ -56,20 +58,6 @@ _TYPES: dict[str, type[Payload]] = {t.__struct_config__.tag: t for t in PAYLOAD_
 _ENCODER = msgspec.msgpack.Encoder()
 _ENVELOPE_DECODER = msgspec.msgpack.Decoder(Envelope)
 _PAYLOAD_DECODERS = {name: msgspec.msgpack.Decoder(t) for name, t in _TYPES.items()}
-_DICT_DECODER = msgspec.msgpack.Decoder(dict)
-
-Upcaster = Callable[[dict], dict]
-_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
-
-
-def register_upcaster(event_type: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
-    """Register a function turning a version-`from_version` payload dict into version `from_version + 1`."""
-
-    def register(fn: Upcaster) -> Upcaster:
-        _UPCASTERS[(event_type, from_version)] = fn
-        return fn
-
-    return register
 
 
 def uuid7() -> str:
@@ -121,7 +109,7 @@ def decode_envelope(data: bytes) -> Envelope:
 
 
 def decode(data: bytes) -> Event:
-    """Decode envelope and payload, upcasting old versions; raises UnknownEventType or DecodeError."""
+    """Decode envelope and payload; raises UnknownEventType (a type or version this build does not know) or DecodeError."""
     envelope = decode_envelope(data)
     event_type, version = envelope.type, envelope.schema_version
     current = SCHEMA_VERSIONS.get(event_type)
@@ -129,18 +117,10 @@ def decode(data: bytes) -> Event:
         raise UnknownEventType(f"unknown event type {event_type!r}")
     if version > current:
         raise UnknownEventType(f"{event_type} schema version {version} is newer than this build's {current}")
+    if version < current:
+        raise DecodeError(f"{event_type} schema version {version} is older than this build's {current}: nothing upcasts it")
     try:
-        if version == current:
-            payload = _PAYLOAD_DECODERS[event_type].decode(envelope.payload)
-        else:
-            fields = _DICT_DECODER.decode(envelope.payload)
-            for step in range(version, current):
-                upcast = _UPCASTERS.get((event_type, step))
-                if upcast is None:
-                    raise DecodeError(f"no upcaster for {event_type} version {step} -> {step + 1}")
-                fields = upcast(fields)
-            payload = msgspec.convert(fields, _TYPES[event_type])
-            envelope.schema_version = current
+        payload = _PAYLOAD_DECODERS[event_type].decode(envelope.payload)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise DecodeError(f"{event_type} payload does not decode: {exc}") from exc
     return Event(envelope=envelope, payload=payload)

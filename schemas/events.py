@@ -1,20 +1,20 @@
 """Every event payload KernelZero puts on the log, as msgspec Structs; the wire contract, imports nothing of the project.
 
 Adding a field: give it a default (old events decode). Changing a field's meaning: bump the
-type's version in `SCHEMA_VERSIONS` and register an upcaster in `schemas.envelope`.
+type's version in `SCHEMA_VERSIONS` and write the step that upcasts the old version in
+`schemas.envelope` (none exists: every type is at version 1).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import msgspec
 
 Backend = Literal["cuda", "triton"]
 Verdict = Literal["correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected",
                   "evaluator_error", "problem_error"]
-VERDICTS: tuple[str, ...] = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected",
-                             "evaluator_error", "problem_error")
+VERDICTS: tuple[str, ...] = get_args(Verdict)  # the one list of verdicts, in this order
 # Nobody's fault but the evaluator's (its own code raised) or the problem's (its reference cannot be
 # evaluated): such a sample is never charged, rewarded or trained on, and is no attempt in the frontier.
 UNCHARGED_VERDICTS: tuple[str, ...] = ("evaluator_error", "problem_error")

@@ -1,9 +1,12 @@
-"""The `kernelzero` command: a table of subcommands, each implemented in the module that owns it.
+"""The `kernelzero` command: a table of subcommands, each implemented in the module that owns it; it parses, it does no work.
 
 The table holds the modules themselves, imported here as plain imports that the layering test
 reads. They must not import torch, transformers or duckdb at import time (tests/test_cli.py
 checks), which keeps `--help` and light commands fast. Each provides `add_arguments(parser)` and
-`main(args, config) -> int`.
+`main(args, config) -> int`. One naming rule: a module that is only a command's arguments and
+output is `<command>_cli.py`, beside the library it calls (analytics/sql_cli.py, gpu_workers/eval_cli.py,
+app/log_cli.py); a module that does the command's work itself is named after that work (app/demo.py,
+app/serve.py, consumers/pipeline.py for `run`).
 """
 
 from __future__ import annotations
@@ -12,12 +15,12 @@ import argparse
 import sys
 from types import ModuleType
 
-from kernelzero.analytics import cli_failures, cli_frontier, cli_replay, cli_report, cli_sql
+from kernelzero.analytics import failures_cli, frontier_cli, replay_cli, report_cli, sql_cli
 from kernelzero.app import (config_cli, demo, distill, experiment, heldout, init_model, kernelbench, log_cli, serve,
                             sft_cli)
 from kernelzero.config import load_for_command
 from kernelzero.consumers import pipeline
-from kernelzero.gpu_workers import cli as eval_cli
+from kernelzero.gpu_workers import eval_cli
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[ModuleType, str]] = {
@@ -27,11 +30,11 @@ COMMANDS: dict[str, tuple[ModuleType, str]] = {
     "serve": (serve, "one stage as a long-running service (evaluator, coder, validator, ...)"),
     "eval": (eval_cli, "evaluate one candidate kernel against a KernelBench-format problem"),
     "bench": (kernelbench, "run a KernelBench level through the Coder and the evaluator"),
-    "sql": (cli_sql, "ad hoc SQL over the projected event log"),
-    "frontier": (cli_frontier, "the frontier: APIs the Coder solves sometimes"),
-    "failures": (cli_failures, "failure taxonomy: compile, runtime, mismatch, rejection"),
-    "replay": (cli_replay, "rebuild datasets (SFT, RL prompts, preferences) from the log"),
-    "report": (cli_report, "PNG plots and an HTML page of a run"),
+    "sql": (sql_cli, "ad hoc SQL over the projected event log"),
+    "frontier": (frontier_cli, "the frontier: APIs the Coder solves sometimes"),
+    "failures": (failures_cli, "failure taxonomy: compile, runtime, mismatch, rejection"),
+    "replay": (replay_cli, "rebuild datasets (SFT, RL prompts, preferences) from the log"),
+    "report": (report_cli, "PNG plots and an HTML page of a run"),
     "sft": (sft_cli, "supervised warm start of the Coder or Proposer from a dataset"),
     "init-model": (init_model, "a from-scratch model and a tokenizer trained on our own corpus"),
     "distill": (distill, "verified SFT sets for both roles from the teachers, split by API set"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-ROLES = ("evaluator", "coder", "proposer", "validator", "trainer", "projector")
+from kernelzero.stage import ROLES
 
 
 def service(role: str) -> ModuleType:
@@ -32,11 +32,13 @@ def service(role: str) -> ModuleType:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("role", choices=sorted(ROLES), help="the stage to run")
+    parser.add_argument("role", choices=ROLES, help="the stage to run")
     parser.add_argument("--workers", default=None, metavar="auto|N",
                         help="evaluator: one supervised worker process per visible GPU (auto), or N sharing them")
     parser.add_argument("--idle-exit", type=float, default=None, metavar="S",
                         help="stop after S seconds with nothing to consume (default: run until interrupted)")
+    parser.add_argument("--no-result-cache", action="store_true",
+                        help="evaluator: evaluate every sample, reading and writing no cached result (benchmarks)")
 
 
 def main(args, config) -> int:

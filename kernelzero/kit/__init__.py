@@ -1,1 +1,1 @@
-"""The KernelBench kit: what several stages read about KernelBench-format code (problems, code blocks, prompts, the API catalog, model loading, the op tracer); it imports only the foundation and runs no stage."""
+"""The KernelBench kit: what several stages read about KernelBench-format code (problems, code blocks, both roles' prompt templates, the API catalog, model loading, the op tracer); it imports only the foundation and runs no stage."""

@@ -1,4 +1,4 @@
-"""The Coder's prompts, rendered from the template files in kernelzero/kit/prompts/ (shared by the Coder and dataset replay); says nothing about how a model will read them.
+"""The Coder's prompts, rendered from its templates (kernelzero/kit/templates.py; shared by the Coder and dataset replay); says nothing about how a model will read them.
 
 A prompt is the target's template (coder_cuda.md or coder_triton.md) with the shared rules
 (coder_rules.md) and the reference module filled in, followed, for a repair turn, by one
@@ -9,19 +9,15 @@ from-scratch models, whose context and training budget a 2,000-character preambl
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import re
-from pathlib import Path
 from typing import Sequence
 
 import msgspec
 
-PROMPTS_DIR = Path(__file__).parent / "prompts"
+from kernelzero.kit.templates import fill, template
+
 TARGETS = ("cuda", "triton")
 STYLES = ("full", "compact")
 MAX_LOG_CHARS = 3000  # the end of a compiler log holds the error; the start is mostly command lines
-_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
 
 class Attempt(msgspec.Struct, kw_only=True):
@@ -31,26 +27,6 @@ class Attempt(msgspec.Struct, kw_only=True):
     verdict: str
     reason: str
     log: str = ""
-
-
-@functools.cache
-def template(name: str) -> str:
-    path = PROMPTS_DIR / f"{name}.md"
-    if not path.exists():
-        raise FileNotFoundError(f"prompt template {path} is missing")
-    return path.read_text()
-
-
-def fill(text: str, values: dict[str, str]) -> str:
-    """Replace every {{name}} in one pass (inserted text is never scanned again); a missing value is an error."""
-
-    def value(match: re.Match) -> str:
-        key = match.group(1)
-        if key not in values:
-            raise KeyError(f"prompt placeholder {{{{{key}}}}} has no value")
-        return values[key]
-
-    return _PLACEHOLDER.sub(value, text)
 
 
 def render_repair(attempt: Attempt, turn: int) -> str:
@@ -65,7 +41,7 @@ def render_repair(attempt: Attempt, turn: int) -> str:
     })
 
 
-def render_coder_prompt(reference_source: str, target: str, attempts: Sequence[Attempt] = (), style: str = "full") -> str:
+def render_coder_prompt(reference_source: str, target: str, attempts: Sequence[Attempt] = (), *, style: str) -> str:
     """The prompt asking for a `ModelNew` of `reference_source` on `target`, with earlier attempts for repair."""
     if target not in TARGETS:
         raise ValueError(f"unknown coder target {target!r} (cuda or triton)")
@@ -77,7 +53,3 @@ def render_coder_prompt(reference_source: str, target: str, attempts: Sequence[A
         "reference_source": reference_source.strip("\n"),
         "repair": repairs,
     })
-
-
-def prompt_hash(prompt: str) -> str:
-    return hashlib.sha256(prompt.encode()).hexdigest()

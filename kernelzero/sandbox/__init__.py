@@ -5,6 +5,7 @@
 - confine.py, landlock.py, seccomp.py: what that process applies to itself before untrusted code exists in it;
 - probe.py: what containment holds on this machine;
 - forkserver.py: the long-lived server in the sandbox that runs each request in a fresh, confined fork;
+- client.py: the host's end of a fork server, the one client of the evaluator's workers and the validator's server;
 - untrusted_files.py: how the trusted side touches what untrusted code could have left (no link followed, bounded).
 
 Its messages (the CONFINED and REFUSED lines, SandboxRefusal, ProbeReport) are schemas/messages.py's.

@@ -79,9 +79,14 @@ class Sandbox:
             config.require_sandbox == "auto" and self.mode == "bwrap") else []
         self.mechanisms: list[str] = []  # known once probed
         self.compiler = ""  # the C compiler that ran in the sandbox, known once probed
+        self.probed = False
 
     async def probe(self) -> None:
-        """Start a process as a candidate's starts, read back what holds; SandboxUnavailable where it is not enough."""
+        """Start a process as a candidate's starts, read back what holds; SandboxUnavailable where it is not enough.
+
+        Once it held, probing again does nothing: every server of this sandbox starts as the probe found."""
+        if self.probed:
+            return
         if self.mode == "none" and self.config.require_sandbox is True:
             looked = f"[evaluator] bwrap = {self.config.bwrap!r} is not an executable" if self.config.bwrap \
                 else f"no bwrap on PATH nor at {TOOLS_DIR / 'bwrap'}"
@@ -107,6 +112,7 @@ class Sandbox:
         if self.mode == "none":
             print(f"evaluator: bubblewrap not found: candidate code runs without namespaces ({self.label}); "
                   "install bubblewrap to contain it", file=sys.stderr)
+        self.probed = True
 
     def _check_compiler(self, inside: str) -> None:
         """A compiler that runs here but not in the sandbox would fail every Triton or CUDA build as the candidate's."""

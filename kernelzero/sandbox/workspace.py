@@ -8,15 +8,21 @@ Untrusted code may leave anything in them: they are emptied and copied as untrus
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kernelzero.sandbox import untrusted_files
 
-if TYPE_CHECKING:
-    from kernelzero.sandbox.launcher import Sandbox
-
 AREA, JOB, EXTENSIONS, SHARED_MEMORY = "/kz", "/kz/job", "/kz/ext", "/dev/shm"
 PRECOMPILED = "/kz/pch"  # torch's precompiled binding headers, read-only (gpu_workers/prebuilt_headers.py)
+
+
+class Launcher(Protocol):
+    """What a workspace needs of the launcher whose processes use it (launcher.Sandbox, which imports this module)."""
+
+    mode: str  # "bwrap": paths inside are /kz/...; otherwise the host's
+    candidate_owner: int
+
+    def own(self, path: Path) -> None: ...
 
 
 class Workspace:
@@ -27,7 +33,7 @@ class Workspace:
     and the extensions are used where they were built.
     """
 
-    def __init__(self, sandbox: "Sandbox", root: Path):
+    def __init__(self, sandbox: Launcher, root: Path):
         self.sandbox = sandbox
         self.root = root
         (root / "shm").mkdir(parents=True, exist_ok=True)  # bound as it is: emptied between jobs, never replaced

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from kernelzero.analytics.frontier import frontier_snapshot, frontier_table
+from kernelzero.analytics.frontier import FRONTIER_QUERY, frontier_snapshot
 from kernelzero.analytics.projection import Projection
-from kernelzero.analytics.views import install_views
+from kernelzero.analytics.views import install_views, view_parameters
 from kernelzero.config import AnalyticsConfig
 
 from tests.analytics.helpers import evaluation, module, records, sample
@@ -46,9 +46,10 @@ def con(tmp_path):
 
 
 def _frontier(con, config):
-    rel = frontier_table(con, config)
-    columns = [d[0] for d in rel.description]
-    return {tuple(row[columns.index("apis")]): dict(zip(columns, row)) for row in rel.fetchall()}
+    """Every frontier column by APIs, read as `kernelzero frontier` reads it (analytics/frontier_cli.py)."""
+    cursor = con.execute(f"SELECT * FROM ({FRONTIER_QUERY})", view_parameters(config))
+    columns = [d[0] for d in cursor.description]
+    return {tuple(row[columns.index("apis")]): dict(zip(columns, row)) for row in cursor.fetchall()}
 
 
 def test_posterior_band_and_weight_by_hand(con):

@@ -8,6 +8,7 @@ import pytest
 from kernelzero.analytics.projection import TABLES, Projection
 from kernelzero.analytics.sync import sync_projection
 from kernelzero.analytics.synthetic import synthetic_run
+from kernelzero.config import AnalyticsConfig
 from kernelzero.log import Record, open_log
 from kernelzero.schemas import ModuleProposed, encode, make_event
 from kernelzero.stage import publish
@@ -119,12 +120,12 @@ def test_group_commits_behind_duckdb_are_skipped_not_reprojected(tmp_path):
         log = await open_log(url)
         try:
             with Projection(tmp_path / "a.duckdb") as projection:
-                first = await sync_projection(log, projection)
+                first = await sync_projection(log, projection, batch_records=AnalyticsConfig().batch_records)
                 topics = sorted(await log.topics())
-                async with await log.consumer("analytics", topics) as consumer:
+                async with await log.consumer("projector", topics) as consumer:
                     await consumer.commit({tp: 0 for tp in projection.offsets})  # the log forgot our commits
                 await publish(log, events[-1:])  # the same event once more, at a new offset
-                second = await sync_projection(log, projection)
+                second = await sync_projection(log, projection, batch_records=AnalyticsConfig().batch_records)
                 return first, second, _counts(projection)["events"]
         finally:
             await log.close()

@@ -41,12 +41,12 @@ def snapshots_on_the_log(url: str) -> int:
 def test_the_projector_projects_the_log_and_publishes_a_snapshot(backend: str, tmp_path, request) -> None:
     url = (f"embedded:{tmp_path / 'log.sqlite'}" if backend == "embedded"
            else f"kafka://{request.getfixturevalue('kafka_broker')}")
-    tag = uuid.uuid4().hex[:8]  # the Kafka broker is shared: this test's modules and group are its own
+    tag = uuid.uuid4().hex[:8]  # the Kafka broker is shared: this test's modules are its own
     publish_events(url, events_of_three_modules(tag))
     before = snapshots_on_the_log(url)
     config = Config()
     config.log.url, config.log.session_timeout_s = url, 6.0
-    config.analytics.db, config.analytics.group = str(tmp_path / "analytics.duckdb"), f"analytics-{tag}"
+    config.analytics.db = str(tmp_path / "analytics.duckdb")
     config.analytics.snapshot_every = 6  # a snapshot once these six evaluations are in
 
     stats = anyio.run(lambda: run_projector(config, idle_exit_s=2.0))

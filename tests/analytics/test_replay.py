@@ -58,7 +58,7 @@ def test_sft_has_the_best_correct_kernel_per_module(con, tmp_path, suffix):
     assert rows["m1"]["reference"] == "# module one" and rows["m1"]["speedup"] == 2.0
     assert rows["m2"]["reference"] == "# module two"
     # the prompt is exactly what the Coder is asked, for the kernel's backend
-    assert rows["m1"]["prompt"] == render_coder_prompt("# module one", rows["m1"]["backend"])
+    assert rows["m1"]["prompt"] == render_coder_prompt("# module one", rows["m1"]["backend"], style="full")
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
@@ -80,7 +80,7 @@ def test_pref_pairs_prefer_the_faster_kernel(con, tmp_path, suffix):
     # 1.02x vs 1.0x is within the 5% noise margin: no pair; the repair r1 (1.5x) pairs as any kernel does
     assert pairs == [("k2", "k1"), ("k2", "k3"), ("k2", "r1"), ("r1", "k1"), ("r1", "k3")]
     assert all(fenced_blocks(r["chosen"]) and fenced_blocks(r["rejected"]) for r in _read(path))
-    assert all(r["prompt"] == render_coder_prompt(r["reference"], r["backend"]) for r in _read(path))
+    assert all(r["prompt"] == render_coder_prompt(r["reference"], r["backend"], style="full") for r in _read(path))
     assert all(r["chosen_speedup"] > r["rejected_speedup"] for r in _read(path))
 
 

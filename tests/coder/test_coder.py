@@ -6,7 +6,8 @@ import anyio
 import pytest
 
 from kernelzero.config import CoderConfig
-from kernelzero.kit.coder_prompts import prompt_hash, render_coder_prompt
+from kernelzero.kit.coder_prompts import render_coder_prompt
+from kernelzero.kit.templates import prompt_hash
 from kernelzero.kit.models import load_model, weights_sha256
 from kernelzero.log import open_log
 from kernelzero.producers.backend_openai import OpenAIGenerator
@@ -38,7 +39,7 @@ async def test_a_group_of_samples_from_a_real_model(tiny_generator):
     trigger = accepted_event()
     events = await stage.sample_group(MODULE, causation_id=trigger.event_id)
     assert len(events) == 3
-    prompt = render_coder_prompt(MODULE.source, "triton")
+    prompt = render_coder_prompt(MODULE.source, "triton", style="full")
     for index, event in enumerate(events):
         sample = decode(encode(event)).payload  # what a consumer of the log gets
         assert isinstance(sample, SampleGenerated)

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from kernelzero.producers.backend_transformers import TransformersGenerator
-from kernelzero.producers.generation import Completion, GenerationError, make_generator
+from kernelzero.producers.backends import make_generator
+from kernelzero.producers.generation import Completion, GenerationError
 from tests.coder.generation_contract import GenerationContract, Subject
 
 PROMPTS = ["import torch\nclass Model(nn.Module):", "def forward(self, x):\n    return torch.relu(x) * 2.0 + 1"]

@@ -67,14 +67,14 @@ def judged(lie_targets, tmp_path_factory) -> Judged:
 
     async def run() -> Judged:
         async with EvaluatorPool(config, device="cpu", use_cache=False) as pool:
-            worker = pool._workers[0].process.pid
+            worker = pool._workers[0].server.pid
             results = {}
             for name in LIES:
                 started = time.monotonic()
                 result = await pool.evaluate(RELU, (CANDIDATES / f"{name}.py").read_text())
                 results[name] = (result, time.monotonic() - started)
             next_job = await pool.evaluate(RELU, CORRECT)
-            return Judged(config.timeout_s, results, next_job, pool._workers[0].process.pid == worker, "")
+            return Judged(config.timeout_s, results, next_job, pool._workers[0].server.pid == worker, "")
 
     with sandbox_targets.stderr_into(folder / "stderr.log"):
         out = asyncio.run(run())
@@ -205,7 +205,7 @@ def test_no_host_file_reaches_the_event_log(lie_targets, tmp_path: Path) -> None
         log = await open_log(url)
         await publish(log, [make_event(s, correlation_id="m1", producer="test") for s in samples])
         await log.close()
-        return await run_evaluator(url, config, idle_exit_s=1.0, device="cpu", use_cache=False)
+        return await run_evaluator(config, idle_exit_s=1.0, device="cpu", use_cache=False)
 
     stats = anyio.run(serve)
     assert (stats.produced, stats.dead_lettered) == (len(lies), 0)

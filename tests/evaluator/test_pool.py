@@ -1,4 +1,4 @@
-"""EvaluatorPool on the CPU: result cache, a dead worker replaced, unusable problems are problem_error results, the example passes."""
+"""EvaluatorPool on the CPU: result cache, a dead worker replaced (between jobs, and during one: that job is lost), unusable problems are problem_error results, the example passes."""
 
 from __future__ import annotations
 
@@ -37,10 +37,15 @@ def test_pool_lifecycle(tmp_path: Path) -> None:
             assert sorted((tmp_path / "results").iterdir()) == results
 
         async with EvaluatorPool(config, device="cpu") as pool:
-
-            pool._workers[0].process.kill()  # the worker itself dies between jobs
-            await pool._workers[0].process.wait()
-            lost = await pool.evaluate(relu, good + "\n# another candidate\n")
+            server = pool._workers[0].server
+            server.kill()  # the worker dies between jobs: replaced before the next one
+            await asyncio.sleep(1)  # dead, not yet noticed
+            between = await pool.evaluate(relu, good + "\n# another candidate\n")
+            assert between.verdict == "correct"
+            during = asyncio.create_task(pool.evaluate(relu, read(HERE, "candidates", "hang.py")))
+            await asyncio.sleep(3)  # the job is running
+            server.kill()  # the worker dies during a job: that job is lost, the worker replaced
+            lost = await during
             assert (lost.verdict, lost.reason) == ("runtime_error", "worker_lost")
             after = await pool.evaluate(relu, good + "\n# a third candidate\n")
             assert after.verdict == "correct"

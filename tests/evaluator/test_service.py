@@ -34,7 +34,7 @@ def test_service_evaluates_samples(tmp_path: Path) -> None:
         log = await open_log(url)
         await publish(log, [make_event(s, correlation_id="m1", producer="test") for s in samples])
         await log.close()
-        stats = await run_evaluator(url, config, idle_exit_s=1.0)
+        stats = await run_evaluator(config, idle_exit_s=1.0)
         assert stats.consumed == 3 and stats.produced == 3 and stats.dead_lettered == 0
         log = await open_log(url)
         out = {}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kernelzero.config import ValidatorConfig
+from kernelzero.config import EvaluatorConfig, ValidatorConfig
 from kernelzero.consumers.validator import validator_sandbox
 
 SMALL = 2.0 ** -13  # problem scale for CPU tests: ~8k elements per tensor
@@ -10,7 +10,7 @@ SMALL = 2.0 ** -13  # problem scale for CPU tests: ~8k elements per tensor
 
 @pytest.fixture(scope="session")
 def sandbox():
-    box = validator_sandbox()
+    box = validator_sandbox(EvaluatorConfig(), "auto")
     yield box
     box.close()
 

@@ -20,7 +20,7 @@ def _first_draws(sampler, n=20000):
 
 
 def test_uniform_without_frontier():
-    counts = _first_draws(ApiSampler(APIS, seed=0))
+    counts = _first_draws(ApiSampler(APIS, explore=0.2, seed=0))
     assert set(counts) == set(APIS)
     assert max(counts.values()) / min(counts.values()) < 1.2
 
@@ -61,4 +61,4 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError):
         ApiSampler(APIS, explore=1.5)
     with pytest.raises(ValueError):
-        ApiSampler(APIS).sample(11)
+        ApiSampler(APIS, explore=0.2).sample(11)

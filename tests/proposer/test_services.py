@@ -22,7 +22,7 @@ async def _read_all(log, topic):
     return events
 
 
-async def test_synth_proposals_are_validated_and_duplicates_dropped(tmp_path, cpu_config):
+async def test_synth_proposals_are_validated_and_duplicates_dropped(tmp_path, cpu_config, sandbox):
     log = await open_log(f"embedded:{tmp_path}/log.sqlite")
     proposer = Proposer(ProposerConfig(backend="synth", scale=SMALL, api_set_size=3, seed=5))
     proposed = await proposer.propose(4)
@@ -32,7 +32,7 @@ async def test_synth_proposals_are_validated_and_duplicates_dropped(tmp_path, cp
     broken = ModuleProposed(module_id="broken", source="def nope(:\n", apis=["torch.relu"], generator="llm")
     extra = [make_event(p, correlation_id=p.module_id, producer="test") for p in (copy, broken)]
     await publish(log, proposed + extra)
-    stage = ValidatorStage(cpu_config)
+    stage = ValidatorStage(cpu_config, sandbox)
     stats = await run_stage(log, stage, idle_exit_s=1.0)
     assert stats.consumed == 6 and stats.dead_lettered == 0
     accepted = {e.payload.module_id for e in await _read_all(log, "modules.accepted")}
@@ -73,7 +73,7 @@ async def test_llm_proposals_carry_the_last_model_block_and_tokens():
 
 
 def test_prompt_states_apis_format_and_sizes():
-    prompt = build_prompt(["torch.nn.Conv2d", "torch.cumsum"], scale=1.0)
+    prompt = build_prompt(["torch.nn.Conv2d", "torch.cumsum"], scale=1.0, style="full")
     for needle in ("torch.nn.Conv2d", "torch.cumsum", "get_init_inputs", "67,108,864", "```python"):
         assert needle in prompt
 
@@ -109,12 +109,36 @@ async def test_llm_proposals_from_a_real_model_are_trainable_and_follow_new_weig
     import anyio
     assert await anyio.to_thread.run_sync(serve, argparse.Namespace(idle_exit=None), config) == 0
     events = await _read_all(log, "modules.proposed")
+    dead = await _read_all(log, "deadletter")
     await log.close()
     assert len(events) == 2
     for event in events:
         assert event.envelope.policy_version == 1, "the newest proposer weights whose hash verifies"
         assert trainable(event.payload) and event.payload.temperature == 0.8
         assert len(event.payload.prompt_token_ids) > 100 and len(event.payload.token_ids) == len(event.payload.logprobs)
+    # the Coder's rule: an update whose weights do not hash to its sha256 is dead-lettered by the stage consuming it
+    [letter] = [e.payload for e in dead]
+    assert letter.topic == "policy.updated" and letter.group == "proposer" and "PolicyHashMismatch" in letter.error
+
+
+async def test_the_proposer_stage_aims_at_new_snapshots_and_stops_after_its_rounds(tmp_path):
+    from kernelzero.config import Config, LogConfig
+    from kernelzero.producers.proposer import run
+    from kernelzero.schemas import FrontierEntry, FrontierSnapshot
+
+    url = f"embedded:{tmp_path / 'log.sqlite'}"
+    pool = ["torch.relu", "torch.sigmoid", "torch.abs"]
+    config = Config(log=LogConfig(url=url), proposer=ProposerConfig(
+        scale=SMALL, api_set_size=1, apis=pool, explore=0.0, batch=5, rounds=2))
+    only_abs = FrontierSnapshot(entries=[FrontierEntry(apis=["torch.abs"], attempts=10, passes=5, pass_mean=0.5,
+                                                       weight=1.0)], band_low=0.2, band_high=0.8)
+    log = await open_log(url)
+    await publish(log, [make_event(only_abs, correlation_id="frontier", producer="projector")])
+    assert await run(config, idle_exit_s=5.0) == 0
+    events = await _read_all(log, "modules.proposed")
+    await log.close()
+    assert len(events) == 10, "two rounds of five, then it stops"
+    assert {api for e in events for api in e.payload.apis} == {"torch.abs"}, "only the snapshot's API has weight"
 
 
 async def test_set_sizes_vary_in_their_range_and_excluded_sets_are_never_proposed():

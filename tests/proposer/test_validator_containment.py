@@ -60,7 +60,7 @@ def test_proposer_modules_run_in_bubblewrap(sandbox, cpu_config):
     source = WRITER.format(path="/kz/job/marker", in_init="pass", in_inputs="pass")
     assert validate(source, ["torch.relu"], cpu_config, sandbox=sandbox).ok
     assert sandbox.sandbox.mode == "bwrap" and "mount" in sandbox.sandbox.mechanisms and "net" in sandbox.sandbox.mechanisms
-    assert os.path.isdir(sandbox.workspace.root / "job"), "the module's scratch is the workspace's job folder"
+    assert not os.path.exists(sandbox.workspace.root / "job"), "the module's scratch folder is emptied once judged"
 
 
 # ---- lying files: the evaluator's lie_* candidates as Proposer modules (tests/sandbox_targets.py) ----
@@ -109,15 +109,15 @@ def validated(lie_targets, tmp_path_factory) -> Validated:
     verdicts = {}
     with sandbox_targets.stderr_into(folder / "stderr.log"):
         try:
-            box.scratch()  # starts the server
-            server = box._process.pid
+            box.start()
+            server = box.pid
             for name in sandbox_targets.LIES:
                 source = (sandbox_targets.CANDIDATES / f"{name}.py").read_text() + PROPOSER_PART
                 started = time.monotonic()
                 verdicts[name] = (validate(source, ["torch.relu"], config, sandbox=box), time.monotonic() - started)
             next_module = validate(WRITER.format(path="/kz/job/marker", in_init="pass", in_inputs="pass"),
                                    ["torch.relu"], config, sandbox=box)
-            same = box._process.pid == server
+            same = box.pid == server
         finally:
             box.close()
     return Validated(verdicts, next_module, same, (folder / "stderr.log").read_text(errors="replace"))

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kernelzero.gpu_workers.static_check import check_source
+from kernelzero.gpu_workers.ast_rules import check_source
 from kernelzero.kit.codeblocks import last_python_block
 from kernelzero.producers.synthesizer import synthesize
 from kernelzero.producers.teacher import NotLowerable, answer, api_support, lower

@@ -48,7 +48,7 @@ def gradients(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 def _rank(rank: int, port: int, model_dir: Path, out: Path) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank))
     from kernelzero.consumers import data_parallel
-    data_parallel.start("cpu")
+    data_parallel.start("cpu", TrainerConfig().collective_timeout_s)
     policy = learner(model_dir, seed=rank)  # rank 1 starts from another adapter: rank 0's must win
     metrics = policy.step(batch())
     torch.save({"state": trainable_state(policy.model), "grads": gradients(policy.model), "metrics": metrics},

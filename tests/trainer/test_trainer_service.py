@@ -111,3 +111,21 @@ async def test_no_version_without_signal_and_a_waiting_learner_yields_its_turn(t
         ("proposer", 1), ("coder", 3)]
     assert stage.metrics[-1]["skipped_zero_variance_groups"] == 1.0 and stage.metrics[-1]["yielded_turns"] == 1.0
     assert stage.groups.dropped["zero_variance_groups"] == 1
+
+
+@pytest.mark.anyio
+async def test_a_group_past_its_deadline_closes_at_the_head_of_the_log_without_another_event(tmp_path):
+    model_dir = build_random_model(tmp_path / "tiny", seed=0)
+    config = Config()
+    config.log.url = f"embedded:{tmp_path / 'log.sqlite'}"
+    config.trainer = TrainerConfig(group_deadline_s=1.0, groups_per_step=5, lora_rank=4, device="cpu",
+                                   checkpoint_dir=str(tmp_path / "ckpt"), coder_steps=1, proposer_steps=0)
+    coder = PolicyLearner(load_model(str(model_dir.resolve()), device="cpu")[0], config.trainer, role="coder")
+    events = module_events("m1", ["correct", "incorrect", "correct", "timeout"])
+    log = await open_log(config.log.url)
+    await publish(log, events[:-4])  # two of the four results: the group can only close by its deadline
+    stats, _ = await run(config, idle_exit_s=3.0, learners=(coder, None))
+    [group] = [e.payload for e in await read_topic(log, "groups.scored")]
+    await log.close()
+    assert group.module_id == "m1" and group.partial and len(group.samples) == 2
+    assert stats.produced == 1, "published by the host, with the offsets of the poll that found the head"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelzero.gpu_workers.static_check import check_source
+from kernelzero.gpu_workers.ast_rules import check_source
 
 CLEAN = '''
 import math

@@ -43,13 +43,13 @@ def test_eval_evaluator_error_exits_4(tmp_path: Path, monkeypatch, capsys) -> No
 
     from kernelzero import gpu_workers
     from kernelzero.config import Config
-    from kernelzero.gpu_workers import cli
+    from kernelzero.gpu_workers import eval_cli
     from kernelzero.gpu_workers.result import evaluation
     fault = evaluation("evaluator_error", "exception", evidence={"error": "RuntimeError: injected"})
     monkeypatch.setattr(gpu_workers, "evaluate", lambda *args, **kwargs: fault)  # the real path: test_blame.py
     args = argparse.Namespace(problem=str(HERE / "problems" / "relu.py"), candidate=str(HERE / "candidates" / "correct_whole.py"),
                               device="cpu", timeout=None, json=True, no_cache=True)
-    assert cli.main(args, Config()) == 4
+    assert eval_cli.main(args, Config()) == 4
     captured = capsys.readouterr()
     assert "the evaluator itself failed" in captured.err and "injected" in captured.err
     assert json.loads(captured.out.strip().splitlines()[-1])["verdict"] == "evaluator_error"

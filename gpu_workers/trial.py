@@ -84,6 +84,12 @@ class TrialRun:
 
     # ---- GPU memory by need (gpu_workers/memory.py) ----
     def _start_gpu(self) -> None:
+        # the cap counts memory the allocator reserved and holds free: in fixed segments a 4 GB request failed
+        # beside 3.6 GB of them within a 17 GB cap (KernelBench level 1 cumsum, H100, 4 workers); segments that
+        # grow in place let a request use them
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            torch.cuda.memory._set_allocator_settings("expandable_segments:True")
         self.turns = device_turns.for_device(self.device.index or 0)
         self.turns.share()
         free, self.device_bytes = torch.cuda.mem_get_info(self.device)

@@ -137,7 +137,7 @@ def test_an_evaluation_that_keeps_only_trial_0_whole_judges_the_rest_by_digests(
     here = Path(__file__).parent
     job = Job(problem_src=(here / "problems" / "relu.py").read_text(),
               candidate_src=(here / "candidates" / f"{candidate}.py").read_text(), device="cpu",
-              scratch_dir=str(tmp_path), config=EvaluatorConfig(device="cpu", timeout_s=60))
+              scratch_dir=str(tmp_path), config=EvaluatorConfig(device="cpu", timeout_s=60, cpu_timed_calls=20))
     result = msgspec.msgpack.decode(zygote.run_forked(job), type=JobAnswer).result
     assert (result.verdict, result.reason) == verdict, result.evidence
     if verdict[0] == "incorrect":  # a timing set's output, judged by its digest

@@ -226,7 +226,7 @@ FROM per_module GROUP BY ALL ORDER BY policy_version, decoding;
 -- What each Coder policy version did, in one row: its training pass rate (with Wilson's interval over its
 -- training samples), held-out pass@1 sampled and greedy (intervals over modules), and its KL to the start.
 CREATE OR REPLACE TEMP VIEW learning_curve AS
-SELECT t.policy_version, t.samples AS train_samples, t.pass_rate AS train_pass_rate,
+SELECT policy_version, t.samples AS train_samples, t.pass_rate AS train_pass_rate,
        wilson_low(t.pass_rate, t.samples) AS train_low, wilson_high(t.pass_rate, t.samples) AS train_high,
        h.modules AS heldout_modules, h.pass_at_1 AS heldout_pass_at_1, h.pass_at_1_low AS heldout_low,
        h.pass_at_1_high AS heldout_high, g.pass_at_1 AS heldout_greedy, t.kl_to_start

@@ -18,6 +18,7 @@ import os
 import shutil
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import msgspec
 
@@ -76,10 +77,24 @@ def tokenized(pairs: list[dict[str, str]], tokenizer, max_length: int) -> list[d
     return rows
 
 
+def _step_callback(progress: Callable[[int, int], None]):
+    from transformers import TrainerCallback
+
+    class Steps(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            progress(state.global_step, state.max_steps)
+
+    return Steps()
+
+
 def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learning_rate: float | None = None,
             batch_size: int = 4, max_length: int = 2048, lora_rank: int = 16, lora_alpha: int = 32,
-            device: str = "auto", seed: int = 0, stop=None) -> SftReport:
-    """Train and write `out` atomically; returns the losses and the held-out checks of `stop` (a sft_stop.BandStop)."""
+            device: str = "auto", seed: int = 0, stop=None,
+            progress: Callable[[int, int], None] | None = None) -> SftReport:
+    """Train and write `out` atomically; returns the losses and the held-out checks of `stop` (a sft_stop.BandStop).
+
+    `progress(step, steps)` is called after every optimizer step.
+    """
     from datasets import Dataset
     from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
@@ -104,7 +119,8 @@ def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learnin
     peft_config = LoraConfig(r=lora_rank, lora_alpha=lora_alpha, target_modules="all-linear",
                              task_type="CAUSAL_LM") if lora_rank > 0 else None
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(tokenized(pairs, tokenizer, max_length)),
-                         processing_class=tokenizer, peft_config=peft_config, callbacks=[stop] if stop else None)
+                         processing_class=tokenizer, peft_config=peft_config,
+                         callbacks=[c for c in (stop, _step_callback(progress) if progress else None) if c])
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # a dict per step drowns the held-out checks; the report keeps the losses

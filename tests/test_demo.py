@@ -26,10 +26,13 @@ def test_the_demo_from_zero_shows_both_learners_learning(tmp_path):
     assert "correct" in verdicts and verdicts - {"correct"}, verdicts
     rewards = tables["rewards and advantages by Coder policy version"]
     assert any(row["informative"] > 0 and row["min_adv"] < 0 < row["max_adv"] for row in rewards), rewards
-    versions = {row["role"]: row["versions"] for row in tables["policy versions published"]}
+    published = tables["policy versions published"]
+    versions = {row["role"]: row["versions"] for row in published}
     assert versions.get("coder", 0) >= 2 and versions.get("proposer", 0) >= 2, versions
     curve = tables["learning curve by Coder policy version (held-out modules are never trained on)"]
     measured = [row for row in curve if row["heldout_modules"]]
     assert len(measured) >= 2 and all(row["heldout_modules"] >= 32 for row in measured), curve
     assert measured[0]["policy_version"] == 0 and measured[0]["heldout_pass_at_1"] > 0, curve
+    newest = {row["role"]: row["newest"] for row in published}["coder"]
+    assert measured[-1]["policy_version"] == newest, curve  # the final measurement is of the newest Coder
     assert (tmp_path / "run" / "report" / "index.html").exists()

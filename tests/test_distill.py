@@ -54,3 +54,16 @@ def test_bad_arguments_are_refused_with_a_message(tmp_path, capsys):
     assert cli_main(["distill", "--modules", "5", "--out", str(tmp_path / "d"), "--audit-share", "2"]) == 2
     assert "--modules must be >= 1" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
+
+
+def test_a_module_that_torch_refuses_drops_its_row_and_the_distillation_goes_on(monkeypatch):
+    """Seen at scale 2**-15 over the whole catalog: a loss given a negative variance raised out of the worker."""
+    from kernelzero.app import distill
+    from kernelzero.producers import teacher_check
+
+    def refuses(module, answer):
+        raise ValueError("var has negative entry/entries")
+
+    monkeypatch.setattr(teacher_check, "check", refuses)
+    made = distill.make(distill.ModuleSpec(apis=["torch.relu"], seed=0, scale=2.0 ** -15))
+    assert made.failed == "raised: ValueError" and made.module and made.answer

@@ -49,7 +49,7 @@ class Made(msgspec.Struct, kw_only=True):
     spec: ModuleSpec
     module: str = ""
     answer: str = ""  # the lowering's candidate source
-    failed: str = ""  # "synthesis", "declined:OP" or "check: ..."; "" for a row
+    failed: str = ""  # "synthesis", "declined:OP", "check: ..." or "raised: ERROR"; "" for a row
 
 
 class Disagreement(msgspec.Struct):
@@ -120,6 +120,9 @@ def make(spec: ModuleSpec) -> Made:
         check(module, answer)
     except CheckFailed as exc:
         return Made(spec=spec, module=module, answer=answer, failed=f"check: {str(exc)[:80]}")
+    except Exception as exc:  # noqa: BLE001  torch refusing the module's own inputs (a loss given a negative
+        # variance) must not end the whole distillation: the row is dropped and counted under its error's type
+        return Made(spec=spec, module=module, answer=answer, failed=f"raised: {type(exc).__name__}")
     return Made(spec=spec, module=module, answer=answer)
 
 

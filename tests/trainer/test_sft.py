@@ -27,9 +27,11 @@ def write(path, rows):
 
 def test_sft_reduces_loss_and_writes_a_loadable_adapter(model_dir, tmp_path):
     data = write(tmp_path / "sft.jsonl", PAIRS)
+    steps = []
     report = run_sft(str(data), str(model_dir), str(tmp_path / "out"), epochs=6, batch_size=4, learning_rate=1e-2,
-                     lora_rank=8, device="cpu")
+                     lora_rank=8, device="cpu", progress=lambda step, total: steps.append((step, total)))
     assert report.examples == 8 and report.steps == 12
+    assert steps == [(n, 12) for n in range(1, 13)]  # the progress of every step, against the whole
     assert report.last_loss < 0.7 * report.first_loss, report
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "sft.jsonl"]  # no temporary directory left
     model, tokenizer = load_model(str(tmp_path / "out"), device="cpu")  # adapter over its base model

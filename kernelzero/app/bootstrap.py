@@ -126,7 +126,7 @@ def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device:
     roles = ("coder", "proposer")
     spawn = multiprocessing.get_context("spawn")
     with spawn.Manager() as manager, \
-            concurrent.futures.ProcessPoolExecutor(len(roles), mp_context=spawn) as pool:
+            concurrent.futures.ProcessPoolExecutor(len(roles), mp_context=spawn, initializer=quiet_libraries) as pool:
         steps = manager.dict()
         futures = {role: pool.submit(_warm_start, config, plan, role, distill_dir, out, device, len(roles), steps)
                    for role in roles}
@@ -134,6 +134,19 @@ def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device:
         reports = {role: future.result() for role, future in futures.items()}
     done.write_text(json.dumps(reports, indent=2))
     return out, reports
+
+
+def quiet_libraries() -> None:
+    """No per-file progress bars or deprecation notes from the libraries: the demo, the experiment and the SFT processes
+    (whose bars sft_step draws) tell their own story."""
+    import warnings
+
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\.")
 
 
 def _show_steps(steps, futures: dict) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import msgspec
 
-from kernelzero.app.bootstrap import DEMO_PLAN, Plan
+from kernelzero.app.bootstrap import DEMO_PLAN, Plan, quiet_libraries
 from kernelzero.app.serve import serve_until_idle
 from kernelzero.config import Config, dump_config
 
@@ -175,18 +175,6 @@ def print_tables(console, tables: dict[str, list]) -> None:
         for row in rows:
             table.add_row(*(str(v) for v in row.values()))
         console.print(table)
-
-
-def quiet_libraries() -> None:
-    """The demo tells its own story: no per-file progress bars or deprecation notes from the libraries it drives."""
-    import warnings
-
-    import datasets
-    import transformers
-
-    datasets.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\.")
 
 
 def main(args, config: Config) -> int:

@@ -24,8 +24,8 @@ import shutil
 import time
 from pathlib import Path
 
-from kernelzero.app.bootstrap import Plan
-from kernelzero.app.demo import (STAGES, add_loop_arguments, loop_config, measure_heldout, quiet_libraries, run_stages,
+from kernelzero.app.bootstrap import Plan, quiet_libraries
+from kernelzero.app.demo import (STAGES, add_loop_arguments, loop_config, measure_heldout, run_stages,
                                  self_check, summarize, warm_start)
 from kernelzero.config import Config, dump_config
 

@@ -253,7 +253,7 @@ def _file_digest(file: Path) -> bytes:
 # training answer holds is still made of tokens every answer has; merges across a name and a number
 # (`pty((16, 16, 8`, `kernel[(t1`) would not be. Keeping a line's indentation with its first name (rather than a
 # token of its own) measured better: on the same 4,035 distilled rows and 3 epochs, the tiny Coder's held-out
-# greedy pass rate was 0.59 this way and 0.08 with indentation split off (docs/BENCHMARKS.md, The Coder from zero).
+# greedy pass rate was 0.59 this way and 0.047 with indentation split off (docs/BENCHMARKS.md, The Coder from zero).
 PIECES = r"\d|[^\w]*[A-Za-z_][A-Za-z_.]*|[^\w]+"
 
 

@@ -214,7 +214,10 @@ def serve(args, config: Config) -> int:
     ranks = data_parallel.start(config.trainer.device, config.trainer.collective_timeout_s)
     coder, proposer = load_learners(config)
     if ranks.rank > 0:
-        steps = data_parallel.follow({"coder": coder, "proposer": proposer})
+        try:
+            steps = data_parallel.follow({"coder": coder, "proposer": proposer})
+        finally:
+            data_parallel.finish()
         print(f"trainer rank {ranks.rank}: took part in {steps} steps")
         return 0
     leaders = data_parallel.lead({"coder": coder, "proposer": proposer})
@@ -223,6 +226,7 @@ def serve(args, config: Config) -> int:
                                              learners=(leaders["coder"], leaders["proposer"])))
     finally:
         data_parallel.stop_followers()
+        data_parallel.finish()
     print(f"trainer: consumed {stats.consumed}, produced {stats.produced}, steps {len(stage.metrics)}, "
           f"dropped {dict(stage.groups.dropped)}, ranks {ranks.world_size}")
     return 0

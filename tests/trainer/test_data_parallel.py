@@ -53,7 +53,7 @@ def _rank(rank: int, port: int, model_dir: Path, out: Path) -> None:
     metrics = policy.step(batch())
     torch.save({"state": trainable_state(policy.model), "grads": gradients(policy.model), "metrics": metrics},
                out / f"rank{rank}.pt")
-    torch.distributed.destroy_process_group()
+    data_parallel.finish()
 
 
 def free_port() -> int:

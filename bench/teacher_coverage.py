@@ -50,7 +50,7 @@ def draw_modules(n: int, apis: list[str], max_size: int, scale: float, seed: int
 
 
 def lower_all(modules: list, max_kernels: int) -> list[dict]:
-    from kernelzero.producers.teacher import NotLowerable, lower
+    from kernelzero.bootstrap.teacher import NotLowerable, lower
 
     rows = []
     for module in modules:
@@ -67,7 +67,7 @@ def lower_all(modules: list, max_kernels: int) -> list[dict]:
 
 
 def _lowers(source: str, max_kernels: int) -> bool:
-    from kernelzero.producers.teacher import NotLowerable, lower
+    from kernelzero.bootstrap.teacher import NotLowerable, lower
     try:
         lower(source, max_kernels)
         return True
@@ -143,7 +143,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from kernelzero.kit import api_catalog
-    from kernelzero.producers.teacher import api_support
+    from kernelzero.bootstrap.teacher import api_support
 
     families = [f for f in args.families.split(",") if f]
     started = time.perf_counter()

@@ -1,1 +1,1 @@
-"""Consumers: trainers, the module validator, the stage runner and the pipeline."""
+"""Consumers: the trainers, their update rules and the module validator."""

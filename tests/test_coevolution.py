@@ -18,7 +18,7 @@ import pytest
 from kernelzero.analytics.projection import Projection
 from kernelzero.analytics.views import install_views
 from kernelzero.app.cli import main as cli_main
-from kernelzero.app.heldout_judge import HeldOutRow
+from kernelzero.bootstrap.heldout_judge import HeldOutRow
 from kernelzero.app.serve import serve_until_idle
 from kernelzero.config import Config, dump_config
 from kernelzero.kit.codeblocks import answer
@@ -152,13 +152,13 @@ def test_three_rounds_train_both_roles_on_their_own_samples(tmp_path):
         path.write_text(dump_config(config))
         for _ in range(3):
             for role in ("proposer", "validator", "coder", "evaluator", "trainer", "projector"):
-                assert serve_until_idle(role, path) == 0, role
+                assert serve_until_idle(role, config) == 0, role
         held_out = [HeldOutRow(reference=MODULE.replace("BODY", body(n, lambda arg: f"torch.relu({arg})")),
                                apis=["torch.relu"]) for n in (5, 7)]
         assert cli_main(["heldout", "--config", str(path), "--rows", str(write_rows(tmp_path, held_out)),
                          "--tag", "final"]) == 0
         for role in ("coder", "evaluator", "trainer", "projector"):
-            assert serve_until_idle(role, path) == 0, role
+            assert serve_until_idle(role, config) == 0, role
     events = anyio.run(everything, config.log.url)
     updates = [e.payload for e in events if isinstance(e.payload, PolicyUpdated)]
     versions = {role: sorted(u.version for u in updates if u.role == role) for role in ("coder", "proposer")}

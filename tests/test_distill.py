@@ -7,7 +7,7 @@ import pytest
 from kernelzero.app.cli import main as cli_main
 from kernelzero.kit.codeblocks import last_python_block
 from kernelzero.producers.proposer import last_model_block
-from kernelzero.producers.teacher_check import check
+from kernelzero.bootstrap.teacher_check import check
 from kernelzero.schemas import api_set_key
 
 APIS = ["torch.relu", "torch.sigmoid", "torch.abs", "torch.sum", "torch.tanh", "torch.exp"]
@@ -58,8 +58,8 @@ def test_bad_arguments_are_refused_with_a_message(tmp_path, capsys):
 
 def test_a_module_that_torch_refuses_drops_its_row_and_the_distillation_goes_on(monkeypatch):
     """Seen at scale 2**-15 over the whole catalog: a loss given a negative variance raised out of the worker."""
-    from kernelzero.app import distill
-    from kernelzero.producers import teacher_check
+    from kernelzero.bootstrap import distill
+    from kernelzero.bootstrap import teacher_check
 
     def refuses(module, answer):
         raise ValueError("var has negative entry/entries")

@@ -1,1 +1,1 @@
-"""The application: the command line, services, the demo, bootstrap and the KernelBench bench; the only layer that imports stages, and nothing imports it."""
+"""The application: the command line, services, `kernelzero run`, the demo, the experiment and the KernelBench bench; nothing imports it."""

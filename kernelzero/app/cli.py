@@ -6,7 +6,7 @@ checks), which keeps `--help` and light commands fast. Each provides `add_argume
 `main(args, config) -> int`. One naming rule: a module that is only a command's arguments and
 output is `<command>_cli.py`, beside the library it calls (analytics/sql_cli.py, gpu_workers/eval_cli.py,
 app/log_cli.py); a module that does the command's work itself is named after that work (app/demo.py,
-app/serve.py, consumers/pipeline.py for `run`).
+app/serve.py, app/run.py).
 """
 
 from __future__ import annotations
@@ -16,17 +16,16 @@ import sys
 from types import ModuleType
 
 from kernelzero.analytics import failures_cli, frontier_cli, replay_cli, report_cli, sql_cli
-from kernelzero.app import (config_cli, demo, distill, experiment, heldout, init_model, kernelbench, log_cli, serve,
-                            sft_cli)
+from kernelzero.app import config_cli, demo, experiment, heldout, kernelbench, log_cli, run, serve
+from kernelzero.bootstrap import distill, init_model, sft_cli
 from kernelzero.config import load_for_command
-from kernelzero.consumers import pipeline
 from kernelzero.gpu_workers import eval_cli
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[ModuleType, str]] = {
     "demo": (demo, "the whole loop on one machine (CPU is enough), embedded log"),
     "experiment": (experiment, "does RL raise held-out pass@1? arms from one SFT start against a control"),
-    "run": (pipeline, "the co-evolution loop, every stage in one process group"),
+    "run": (run, "the co-evolution loop: every stage as its own process, restarted when it dies"),
     "serve": (serve, "one stage as a long-running service (evaluator, coder, validator, ...)"),
     "eval": (eval_cli, "evaluate one candidate kernel against a KernelBench-format problem"),
     "bench": (kernelbench, "run a KernelBench level through the Coder and the evaluator"),

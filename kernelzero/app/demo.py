@@ -1,6 +1,6 @@
 """`kernelzero demo`: KernelZero from zero on one machine (a CPU is enough): teachers, SFT, then rounds of the real loop with both learners; small, not a benchmark.
 
-1. Bootstrap (kernelzero/app/bootstrap.py, cached by its inputs): the synthesizer and the Triton
+1. Bootstrap (bootstrap/from_zero.py, cached by its inputs): the synthesizer and the Triton
    teacher make verified SFT sets, split by API set; a tokenizer and from-scratch models of both
    roles are trained on them, the Coder until its held-out pass@1 enters the band.
 2. Rounds of the real loop on the embedded log, each stage as `kernelzero serve ROLE` until its
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import msgspec
 
-from kernelzero.app.bootstrap import DEMO_PLAN, Plan, quiet_libraries
+from kernelzero.bootstrap.from_zero import DEMO_PLAN, Plan, quiet_libraries
+from kernelzero.app.heldout import publish_heldout
 from kernelzero.app.serve import serve_until_idle
 from kernelzero.config import Config, dump_config
 
@@ -75,7 +76,7 @@ def add_loop_arguments(parser, plan: Plan) -> None:
 
 def loop_config(config: Config, out: Path, args) -> Config:
     """The user's configuration, pointed at the run directory and sized for the demo's models."""
-    from kernelzero.app.bootstrap import DEMO_APIS
+    from kernelzero.bootstrap.from_zero import DEMO_APIS
 
     config.log.url = f"embedded:{out / 'log.sqlite'}"
     config.analytics.db = str(out / "analytics.duckdb")
@@ -110,11 +111,11 @@ def self_check(console, config: Config) -> bool:
     return check.verdict == "correct"
 
 
-def run_stages(console, roles, config_path: Path, label: str, started: float) -> int:
+def run_stages(console, roles, config: Config, label: str, started: float) -> int:
     """Each stage in `roles`, in order, until its input is drained; a stage's non-zero exit stops the rest."""
     for role in roles:
         with console.status(f"{label}: {role}"):
-            code = serve_until_idle(role, config_path)
+            code = serve_until_idle(role, config)
         if code != 0:
             console.print(f"[red]{label}: {role} exited with {code}[/red]")
             return code
@@ -122,17 +123,15 @@ def run_stages(console, roles, config_path: Path, label: str, started: float) ->
     return 0
 
 
-def measure_heldout(console, config_path: Path, rows: Path, limit: int, tag: str, started: float) -> int:
+def measure_heldout(console, config: Config, rows: Path, limit: int, tag: str, started: float) -> int:
     """The held-out modules answered by the Coder's current policy, sampled and greedy, judged and projected."""
-    from kernelzero.app.cli import main
-
-    code = main(["heldout", "--config", str(config_path), "--rows", str(rows), "--limit", str(limit), "--tag", tag])
-    return code or run_stages(console, ANSWER_STAGES, config_path, f"held-out measurement {tag}", started)
+    code = publish_heldout(config, rows, limit, tag)
+    return code or run_stages(console, ANSWER_STAGES, config, f"held-out measurement {tag}", started)
 
 
 def warm_start(console, config: Config, args, plan: Plan, started: float):
     """The bootstrap of `plan` with `args`' sizes (cached), printed, and the configuration pointed at its models."""
-    from kernelzero.app.bootstrap import bootstrap
+    from kernelzero.bootstrap.from_zero import bootstrap
 
     cache = Path(args.cache or os.path.join(os.path.expanduser(config.evaluator.cache_dir), "demo"))
     console.print(f"bootstrap (cached in {cache}): distill {args.distill} modules, from-scratch {args.size} models, SFT")
@@ -149,11 +148,13 @@ def warm_start(console, config: Config, args, plan: Plan, started: float):
     return boot
 
 
-def summarize(config: Config, queries: dict[str, str] = SUMMARY) -> dict[str, list]:
-    """Each query's rows as plain dicts, by title (the demo prints them and writes them to demo.json)."""
+def summarize(config: Config, queries: dict[str, str] = SUMMARY, report_dir: Path | None = None) -> dict[str, list]:
+    """Each query's rows as plain dicts, by title (the demo prints them and writes them to demo.json); with
+    `report_dir`, `kernelzero report`'s plots and page there too."""
     import argparse
 
     from kernelzero.analytics.db import analytics_connection
+    from kernelzero.analytics.report import write_report
 
     tables = {}
     where = argparse.Namespace(db=None, broker=None, rebuild=False, no_update=False)
@@ -162,6 +163,8 @@ def summarize(config: Config, queries: dict[str, str] = SUMMARY) -> dict[str, li
             cursor = con.execute(sql)
             names = [d[0] for d in cursor.description]
             tables[title] = [dict(zip(names, row)) for row in cursor.fetchall()]
+        if report_dir is not None:
+            write_report(con, report_dir)
     return tables
 
 
@@ -179,8 +182,6 @@ def print_tables(console, tables: dict[str, list]) -> None:
 
 def main(args, config: Config) -> int:
     from rich.console import Console
-
-    from kernelzero.app.cli import main as cli_main
 
     console = Console(stderr=True)
     quiet_libraries()
@@ -202,15 +203,14 @@ def main(args, config: Config) -> int:
     config_path = out / "kernelzero.toml"
     config_path.write_text(dump_config(config))
     rows = Path(boot.distill_dir) / "coder_heldout.jsonl"
-    code = measure_heldout(console, config_path, rows, args.heldout, "start", started)
+    code = measure_heldout(console, config, rows, args.heldout, "start", started)
     for round_number in range(1, args.rounds + 1):
-        code = code or run_stages(console, STAGES, config_path, f"round {round_number}/{args.rounds}", started)
-    code = code or measure_heldout(console, config_path, rows, args.heldout, "final", started)
+        code = code or run_stages(console, STAGES, config, f"round {round_number}/{args.rounds}", started)
+    code = code or measure_heldout(console, config, rows, args.heldout, "final", started)
     if code:
         return code
-    tables = summarize(config)
+    tables = summarize(config, report_dir=out / "report")
     print_tables(console, tables)
-    cli_main(["report", "--config", str(config_path), "--out", str(out / "report")])
     summary = {"rounds": args.rounds, "seconds": round(time.monotonic() - started, 1), "bootstrap": {
         "distill_dir": boot.distill_dir, "heldout_sets": boot.heldout_sets, "sft": boot.sft}, "tables": tables}
     (out / "demo.json").write_text(json.dumps(summary, indent=2, default=str))

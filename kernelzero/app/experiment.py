@@ -4,7 +4,7 @@ Arms (`--arms`, default a,b,c):
   a  CA-GRPO with frontier sampling, the Proposer trained;
   b  CA-GRPO with uniform API-set sampling, the Proposer frozen;
   c  control: arm a's pipeline at learning rate 0 (versions advance and are published, weights do not move).
-Every arm starts from the same bootstrap (kernelzero/app/bootstrap.py: the demo's distillation, tokenizer and
+Every arm starts from the same bootstrap (bootstrap/from_zero.py: the demo's distillation, tokenizer and
 SFT, cached) in a run directory of its own (embedded log, analytics, checkpoints) and runs `--rounds` rounds of
 `--modules` proposed modules with `--group-size` samples each. Version 0 is the same policy in every arm, so the
 held-out modules (kernelzero/kit/heldout_protocol.py) are measured at version 0 once, in `start/`; each arm
@@ -24,7 +24,7 @@ import shutil
 import time
 from pathlib import Path
 
-from kernelzero.app.bootstrap import Plan, quiet_libraries
+from kernelzero.bootstrap.from_zero import Plan, quiet_libraries
 from kernelzero.app.demo import (STAGES, add_loop_arguments, loop_config, measure_heldout, run_stages,
                                  self_check, summarize, warm_start)
 from kernelzero.config import Config, dump_config
@@ -120,16 +120,15 @@ def run_arm(console, base: Config, arm: str, out: Path, rows: Path, args, starte
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     config = arm_config(base, arm, out)
-    config_path = out / "kernelzero.toml"
-    config_path.write_text(dump_config(config))
+    (out / "kernelzero.toml").write_text(dump_config(config))
     arm_started = time.monotonic()
     tags = []
     for number in range(1, args.rounds + 1):
-        code = run_stages(console, STAGES, config_path, f"arm {arm}: round {number}/{args.rounds}", started)
+        code = run_stages(console, STAGES, config, f"arm {arm}: round {number}/{args.rounds}", started)
         measure = number == args.rounds or number % max(1, args.measure_every) == 0
         if not code and measure:
             tags.append(f"r{number}")
-            code = measure_heldout(console, config_path, rows, args.heldout, tags[-1], started)
+            code = measure_heldout(console, config, rows, args.heldout, tags[-1], started)
         if code:
             raise RuntimeError(f"arm {arm}: round {number} failed (exit {code}); see the messages above")
     result = {"arm": arm, "what": ARMS[arm], "seconds": round(time.monotonic() - arm_started, 1),
@@ -146,9 +145,8 @@ def measure_start(console, base: Config, out: Path, rows: Path, args, started: f
     shutil.rmtree(out / "start", ignore_errors=True)
     config = pointed_at(base, out / "start")
     (out / "start").mkdir(parents=True)
-    config_path = out / "start" / "kernelzero.toml"
-    config_path.write_text(dump_config(config))
-    code = measure_heldout(console, config_path, rows, args.heldout, "v0", started)
+    (out / "start" / "kernelzero.toml").write_text(dump_config(config))
+    code = measure_heldout(console, config, rows, args.heldout, "v0", started)
     if code:
         raise RuntimeError(f"the version-0 measurement failed (exit {code})")
     result = per_module(config, "v0")

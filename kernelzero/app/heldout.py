@@ -26,7 +26,7 @@ def add_arguments(parser) -> None:
 
 
 def heldout_events(rows: Sequence, tag: str, greedy: bool = True) -> list[Event]:
-    """Held-out modules.accepted events for rows with `reference` and `apis` (as kernelzero.app.heldout_judge reads
+    """Held-out modules.accepted events for rows with `reference` and `apis` (as kernelzero.bootstrap.heldout_judge reads
     them): one per row for a group sampled at the Coder's temperature, and with `greedy` one more for its greedy answer."""
     events = []
     for index, row in enumerate(rows):
@@ -39,20 +39,25 @@ def heldout_events(rows: Sequence, tag: str, greedy: bool = True) -> list[Event]
     return events
 
 
-def main(args, config) -> int:
-    from kernelzero.app.heldout_judge import read_heldout
+def publish_heldout(config, rows_path, limit: int | None, tag: str, greedy: bool = True) -> int:
+    """Put the first `limit` rows of `rows_path` on the configured log under `tag`; 0, or 2 with a message."""
+    from kernelzero.bootstrap.heldout_judge import read_heldout
     from kernelzero.stage import publish_to
 
     try:
-        rows = read_heldout(args.rows, args.limit)
+        rows = read_heldout(rows_path, limit)
     except (OSError, ValueError) as exc:
-        print(f"kernelzero heldout: cannot read {args.rows}: {exc}", file=sys.stderr)
+        print(f"kernelzero heldout: cannot read {rows_path}: {exc}", file=sys.stderr)
         return 2
     if not rows or not all(row.reference for row in rows):
-        print(f"kernelzero heldout: {args.rows} holds no rows with a reference module", file=sys.stderr)
+        print(f"kernelzero heldout: {rows_path} holds no rows with a reference module", file=sys.stderr)
         return 2
-    events = heldout_events(rows, args.tag or time.strftime("%Y%m%d-%H%M%S"), greedy=not args.no_greedy)
-
+    events = heldout_events(rows, tag, greedy=greedy)
     publish_to(config.log.url, events, producer_name="heldout")
     print(f"published {len(events)} held-out modules to {config.log.url}")
     return 0
+
+
+def main(args, config) -> int:
+    return publish_heldout(config, args.rows, args.limit, args.tag or time.strftime("%Y%m%d-%H%M%S"),
+                           greedy=not args.no_greedy)

@@ -308,8 +308,7 @@ def main(args, config: Config) -> int:
         return 2
     out.mkdir(parents=True, exist_ok=True)
     config = bench_config(config, out, args)
-    config_path = out / "kernelzero.toml"
-    config_path.write_text(dump_config(config))
+    (out / "kernelzero.toml").write_text(dump_config(config))
     missing = [] if candidates is None else [p.number for p in problems if p.number not in candidates]
     problems = [p for p in problems if p.number not in missing]
     events = module_events(problems, args.level)
@@ -323,7 +322,7 @@ def main(args, config: Config) -> int:
           f"evaluated on {config.evaluator.device} in {out}", file=sys.stderr)
     for role in stages:
         with _progress(role, config.log.url):
-            code = serve_until_idle(role, config_path, idle_s=5.0)
+            code = serve_until_idle(role, config, idle_s=5.0)
         if code != 0:
             print(f"kernelzero bench: the {role} stage exited with {code}", file=sys.stderr)
             return code

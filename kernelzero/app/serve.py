@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+import copy
 from types import ModuleType
 
+from kernelzero.config import Config
 from kernelzero.stage import ROLES
 
 
@@ -45,8 +48,9 @@ def main(args, config) -> int:
     return int(service(args.role).serve(args, config) or 0)
 
 
-def serve_until_idle(role: str, config_path, idle_s: float = 3.0) -> int:
-    """Run one stage in this process until its input has been drained for `idle_s` (the demo and benches)."""
-    from kernelzero.app.cli import main as cli_main
+def serve_until_idle(role: str, config: Config, idle_s: float = 3.0) -> int:
+    """Run one stage in this process until its input has been drained for `idle_s` (the demo and benches).
 
-    return cli_main(["serve", role, "--config", str(config_path), "--idle-exit", str(idle_s)])
+    The stage gets its own copy of `config`, as a `kernelzero serve` process reading the same file would."""
+    options = argparse.Namespace(role=role, workers=None, idle_exit=idle_s, no_result_cache=False)
+    return int(service(role).serve(options, copy.deepcopy(config)) or 0)

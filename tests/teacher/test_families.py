@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kernelzero.producers.synthesizer import synthesize
-from kernelzero.producers.teacher import lower
-from kernelzero.producers.teacher_check import CheckFailed, check
+from kernelzero.bootstrap.teacher import lower
+from kernelzero.bootstrap.teacher_check import CheckFailed, check
 from tests.teacher.conftest import evaluate_pairs, module
 
 # Products of O(1) factors: a few percent of error in any one op shows in the output.
@@ -138,7 +138,7 @@ def test_a_wrong_kernel_for_the_same_module_is_incorrect(verdicts):
 
 @pytest.mark.parametrize("name", sorted(PAIRS))
 def test_the_cheap_trusted_check_agrees_with_the_evaluator(verdicts, name):
-    # distillation checks the teacher with producers/teacher_check.py and audits only a share with the
+    # distillation checks the teacher with bootstrap/teacher_check.py and audits only a share with the
     # evaluator: on every family the two must come to the same answer
     problem, answer = PAIRS[name]
     try:

@@ -12,8 +12,8 @@ import pytest
 from kernelzero.gpu_workers.ast_rules import check_source
 from kernelzero.kit.codeblocks import last_python_block
 from kernelzero.producers.synthesizer import synthesize
-from kernelzero.producers.teacher import NotLowerable, answer, api_support, lower
-from kernelzero.producers.teacher_graph import OPERATORS
+from kernelzero.bootstrap.teacher import NotLowerable, answer, api_support, lower
+from kernelzero.bootstrap.teacher_graph import OPERATORS
 from tests.teacher.conftest import module
 from tests.teacher.test_families import FAMILIES
 
@@ -56,7 +56,7 @@ def test_two_kernels_are_lowered_when_allowed():
 
 def test_same_module_gives_the_same_text_in_another_process():
     source = FAMILIES["layer_norm_epilogue_of_linear"]
-    script = "import sys; from kernelzero.producers.teacher import lower; sys.stdout.write(lower(sys.stdin.read()))"
+    script = "import sys; from kernelzero.bootstrap.teacher import lower; sys.stdout.write(lower(sys.stdin.read()))"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     other = subprocess.run([sys.executable, "-c", script], input=source, capture_output=True, text=True, env=env,
                            check=True).stdout

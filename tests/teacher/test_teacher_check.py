@@ -1,12 +1,12 @@
-"""The cheap trusted check of the teacher's answers (producers/teacher_check.py): what it refuses and why; its agreement with the evaluator is in test_families.py."""
+"""The cheap trusted check of the teacher's answers (bootstrap/teacher_check.py): what it refuses and why; its agreement with the evaluator is in test_families.py."""
 
 from __future__ import annotations
 
 import pytest
 
 from kernelzero.producers.synthesizer import synthesize
-from kernelzero.producers.teacher import lower
-from kernelzero.producers.teacher_check import CheckFailed, check, load_answer
+from kernelzero.bootstrap.teacher import lower
+from kernelzero.bootstrap.teacher_check import CheckFailed, check, load_answer
 from tests.teacher.conftest import module
 
 GELU_SUM = synthesize(["torch.nn.functional.gelu", "torch.sum"], seed=0, scale=2.0 ** -15).source

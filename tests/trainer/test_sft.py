@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kernelzero.app.cli import main as cli_main
-from kernelzero.consumers.sft import SftError, read_pairs, run_sft
+from kernelzero.bootstrap.sft import SftError, read_pairs, run_sft
 from kernelzero.kit.models import TINY_QWEN2, build_random_model, load_model
 
 PAIRS = [
@@ -94,7 +94,7 @@ def test_the_sft_result_starts_rl_as_it_is(model_dir, tmp_path, lora_rank):
 
 
 def test_prompt_and_completion_are_tokenized_apart_as_a_generator_sees_them(tmp_path):
-    from kernelzero.consumers.sft import tokenized
+    from kernelzero.bootstrap.sft import tokenized
     from kernelzero.kit.models import build_tokenizer
 
     # the tokenizer merges a dotted name with the punctuation before it: " = tl.load" is one token

@@ -34,12 +34,12 @@ DEMO_APIS = (
 
 
 class SftPlan(msgspec.Struct, frozen=True, kw_only=True):
-    """How one role is warm-started (consumers/sft.py, stopping rule in consumers/sft_stop.py)."""
+    """How one role is warm-started (bootstrap/sft.py, stopping rule in bootstrap/sft_stop.py)."""
 
     epochs: float
     learning_rate: float
     batch_size: int
-    check_every: int  # held-out checks every N steps (consumers/sft_stop.py); 0: none, train the epochs
+    check_every: int  # held-out checks every N steps (bootstrap/sft_stop.py); 0: none, train the epochs
     band_low: float
     band_high: float
     heldout_limit: int
@@ -82,10 +82,10 @@ class Bootstrap(msgspec.Struct, kw_only=True):
 
 def _code_hash() -> str:
     """The source of everything that decides the distilled data: teachers, synthesizer, catalog, evaluator."""
-    from kernelzero import gpu_workers, kit, producers
+    from kernelzero import bootstrap, gpu_workers, kit, producers
 
     digest = hashlib.sha256()
-    for package in (producers, kit, gpu_workers):
+    for package in (bootstrap, producers, kit, gpu_workers):
         for path in sorted(Path(package.__file__).parent.glob("*.py")):
             if path.stem.startswith(("teacher", "synthesizer", "api_catalog", "problems", "trial", "blame", "compare",
                                      "instruments", "heldout_protocol")):
@@ -98,8 +98,8 @@ def _key(*parts: object) -> str:
 
 
 def distill_step(config: Config, plan: Plan, cache: Path) -> Path:
-    """The distilled sets (kernelzero/app/distill.py) for the plan, reused when the cache holds them."""
-    from kernelzero.app.distill import distill
+    """The distilled sets (bootstrap/distill.py) for the plan, reused when the cache holds them."""
+    from kernelzero.bootstrap.distill import distill
 
     settings = (plan.modules, plan.heldout_share, plan.audit_share, plan.seed, config.proposer.scale,
                 config.proposer.api_set_size, config.proposer.min_api_set_size, config.proposer.apis,
@@ -168,10 +168,10 @@ def _warm_start(config: Config, plan: Plan, role: str, distill_dir: Path, out: P
     its steps go to `steps[role]` as they are taken."""
     import torch
 
-    from kernelzero.app.heldout_judge import HeldOutJudge, read_heldout
-    from kernelzero.app.init_model import init_model
-    from kernelzero.consumers.sft import run_sft
-    from kernelzero.consumers.sft_stop import BandStop
+    from kernelzero.bootstrap.heldout_judge import HeldOutJudge, read_heldout
+    from kernelzero.bootstrap.init_model import init_model
+    from kernelzero.bootstrap.sft import run_sft
+    from kernelzero.bootstrap.sft_stop import BandStop
 
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // sharing))
     corpus = [str(distill_dir / f"{name}_train.jsonl") for name in ("coder", "proposer")]

@@ -1,10 +1,10 @@
-"""`kernelzero sft`: the command line of the supervised warm start (consumers/sft.py), with the held-out stopping rule when --heldout is given."""
+"""`kernelzero sft`: the command line of the supervised warm start (bootstrap/sft.py), with the held-out stopping rule when --heldout is given."""
 
 from __future__ import annotations
 
 import sys
 
-from kernelzero.consumers.sft import SftError, run_sft
+from kernelzero.bootstrap.sft import SftError, run_sft
 
 
 def add_arguments(parser) -> None:
@@ -33,8 +33,8 @@ def band_stop(args, config):
     """The held-out stopping rule the command line asks for (None without --heldout)."""
     if not args.heldout:
         return None
-    from kernelzero.app.heldout_judge import HeldOutJudge, read_heldout
-    from kernelzero.consumers.sft_stop import BandStop
+    from kernelzero.bootstrap.heldout_judge import HeldOutJudge, read_heldout
+    from kernelzero.bootstrap.sft_stop import BandStop
 
     try:
         low, high = (float(x) for x in args.stop_band.split(","))

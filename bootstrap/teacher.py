@@ -48,9 +48,9 @@ from typing import NamedTuple
 import torch
 from torch.fx import Node
 
-from kernelzero.producers.teacher_graph import FUNCTIONS, Call, Code, NotLowerable, Param, contiguous, describe, meta, trace
-from kernelzero.producers.teacher_graph import shape as shape_of
-from kernelzero.producers.teacher_plan import MAX_BLOCK, Kernel, Plan, operands, plan
+from kernelzero.bootstrap.teacher_graph import FUNCTIONS, Call, Code, NotLowerable, Param, contiguous, describe, meta, trace
+from kernelzero.bootstrap.teacher_graph import shape as shape_of
+from kernelzero.bootstrap.teacher_plan import MAX_BLOCK, Kernel, Plan, operands, plan
 
 __all__ = ["MAX_BLOCK", "NotLowerable", "answer", "api_support", "lower"]
 

@@ -1,6 +1,6 @@
 """The cheap trusted check of the Coder's teacher: its answer run in torch with every row program at once, compared with the module it lowers; for the teacher's own (trusted) output only, and only as faithful to Triton as the subset it emulates.
 
-The teacher's kernels (producers/teacher.py) run one program per row, never talk across programs
+The teacher's kernels (bootstrap/teacher.py) run one program per row, never talk across programs
 and use a small part of `triton.language`. So the whole grid can run as one batch of torch
 operations: `tl.program_id(0)` is the column of row numbers [R, 1], `tl.arange` a row [1, BLOCK],
 a reduction over a program's `axis=0` is one over the last dimension (keeping it), loads and
@@ -8,7 +8,7 @@ stores gather and scatter through flat views with their masks. A kernel that wou
 else (another axis, atomics, a loop over blocks) fails the check with the reason, it is never
 approximated. What the emulation does not see (Triton's own type promotion, compiler bugs) the
 audit measures: distillation sends a random share of the checked answers through the contained
-evaluator and reports every disagreement (kernelzero/app/distill.py).
+evaluator and reports every disagreement (bootstrap/distill.py).
 
 Candidate code from a model must never come here: it runs in this process, unconfined.
 """

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch.fx import GraphModule, Node, symbolic_trace
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 
-from kernelzero.producers.teacher_ops import ALIASES, OPS, REQUIRED, Op
+from kernelzero.bootstrap.teacher_ops import ALIASES, OPS, REQUIRED, Op
 
 
 class NotLowerable(ValueError):

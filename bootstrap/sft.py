@@ -8,7 +8,7 @@ so --out is complete or absent. The prompt text is used as given: no chat templa
 instruction is added. Prompt and completion are tokenized apart, the completion followed by the
 stop token: that is how a generator sees them (the prompt alone, then what it samples), whereas
 tokenizing prompt + completion at once lets tokens merge across the boundary and trains the model
-on a context it never sees when it answers. The command line is kernelzero/app/sft_cli.py.
+on a context it never sees when it answers. The command line is bootstrap/sft_cli.py.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class SftReport(msgspec.Struct, kw_only=True):
     first_loss: float
     last_loss: float
     checks: list = []  # sft_stop.Check of every held-out measurement, in order
-    stopped: str = "epochs"  # "in_band" / "past_band": the held-out rule stopped it (consumers/sft_stop.py)
+    stopped: str = "epochs"  # "in_band" / "past_band": the held-out rule stopped it (bootstrap/sft_stop.py)
 
 
 def read_pairs(path: str | os.PathLike) -> list[dict[str, str]]:

@@ -6,7 +6,7 @@ gets one sample at the role's temperature; the Coder's samples are judged by the
 the first check whose pass rate is at least `band_low`, so that RL starts from a model that
 solves some held-out problems but not most of them; a check that jumps past `band_high` still
 stops, and the report says so. Without such a check, training runs its epochs. It does not
-hold out anything itself, nor judge: the caller passes a judge (kernelzero/app/heldout_judge.py
+hold out anything itself, nor judge: the caller passes a judge (bootstrap/heldout_judge.py
 samples rows whose API sets the training data lacks and judges them with the real stages).
 """
 

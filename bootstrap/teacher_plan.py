@@ -18,7 +18,7 @@ from typing import NamedTuple
 import torch
 from torch.fx import Node
 
-from kernelzero.producers.teacher_graph import (
+from kernelzero.bootstrap.teacher_graph import (
     Call, NotLowerable, Param, contiguous, describe, identify, meta, numel, shape,
 )
 

@@ -3,7 +3,7 @@
 The synthesizer (the Proposer's teacher) writes N modules from API sets drawn from the pool, each at a
 size of its own, so that a model learns to read sizes from the prompt rather than recall them. The Triton
 lowering (the Coder's teacher) answers each. Both teachers are our own code, so their output is checked
-where it is made, by the cheap trusted check (producers/teacher_check.py: the answer run across all rows
+where it is made, by the cheap trusted check (bootstrap/teacher_check.py: the answer run across all rows
 at once in torch, against the module, on two seeds) in a pool of worker processes; what the check cannot
 see, the audit measures: `audit_share` of the checked answers, drawn at random, go through the real
 evaluator, contained as any candidate, and every disagreement is counted, reported and dropped from the
@@ -83,7 +83,7 @@ def api_pool(config: Config) -> list[str]:
     """The configured [proposer] apis, or every catalog API the Coder's teacher lowers on its own."""
     if config.proposer.apis:
         return list(config.proposer.apis)
-    from kernelzero.producers.teacher import api_support
+    from kernelzero.bootstrap.teacher import api_support
 
     return sorted(api for api, why in api_support().items() if not why)
 
@@ -105,8 +105,8 @@ def plan(pool: Sequence[str], n: int, *, low: int, high: int, scale: float, seed
 def make(spec: ModuleSpec) -> Made:
     """In a worker: the synthesizer's module and the lowering's answer for one spec, checked."""
     from kernelzero.producers.synthesizer import SynthesisError, synthesize
-    from kernelzero.producers.teacher import NotLowerable, lower
-    from kernelzero.producers.teacher_check import CheckFailed, check
+    from kernelzero.bootstrap.teacher import NotLowerable, lower
+    from kernelzero.bootstrap.teacher_check import CheckFailed, check
 
     try:
         module = synthesize(spec.apis, seed=spec.seed, scale=spec.scale).source

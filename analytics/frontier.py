@@ -10,11 +10,11 @@ first evaluation of every sample whose module uses it (optionally only the last
     pass_std   sigma = sqrt(alpha * beta / ((alpha + beta)^2 * (alpha + beta + 1)))
     in_band    band_low <= mu <= band_high
 
-    weight = max(0, 1 - |mu - target| / max(target - band_low, band_high - target))
-             + explore * sigma / sigma_0
+    weight = closeness(mu) + explore * sigma / sigma_0
 
-where sigma_0 is the std of the prior Beta(prior_alpha, prior_beta). The first term is 1 at
-the target and falls linearly to 0 at the farther band edge (in-band APIs are favoured); the
+where sigma_0 is the std of the prior Beta(prior_alpha, prior_beta) and closeness is
+kernelzero/kit/frontier_band.py's, the Proposer's reward's too: 1 at the target, falling linearly
+to 0 at the band edge on mu's side, 0 outside the band (in-band APIs are favoured). The
 second is `explore` for an API never tried and shrinks like 1/sqrt(n) as attempts accumulate
 (rarely tried APIs are explored). The Proposer samples APIs in proportion to weight; an API
 absent from the snapshot has never been tried and has weight

@@ -13,6 +13,7 @@ import duckdb
 from kernelzero.config import AnalyticsConfig
 from kernelzero.kit.codeblocks import answer
 from kernelzero.kit.coder_prompts import render_coder_prompt
+from kernelzero.kit.frontier_band import closeness
 from kernelzero.kit.heldout_protocol import wilson
 from kernelzero.schemas import UNCHARGED_VERDICTS
 
@@ -39,7 +40,8 @@ def install_views(con: duckdb.DuckDBPyConnection, config: AnalyticsConfig) -> No
 
 def _install_functions(con: duckdb.DuckDBPyConnection) -> None:
     """`coder_prompt(source, backend, style)` and `python_answer(source)`: datasets carry what the Coder saw and
-    must say; `wilson_low/high(rate, n)`: the held-out protocol's interval, the same function its other users call."""
+    must say; `wilson_low/high(rate, n)`: the held-out protocol's interval, and `band_closeness(rate, low, target,
+    high)`: the frontier's closeness to its target, the same functions their other users call."""
     varchar, double, bigint = (duckdb.sqltype(name) for name in ("VARCHAR", "DOUBLE", "BIGINT"))
     functions = {
         "coder_prompt": (lambda source, backend, style: render_coder_prompt(source, backend, style=style),
@@ -47,6 +49,7 @@ def _install_functions(con: duckdb.DuckDBPyConnection) -> None:
         "python_answer": (answer, [varchar], varchar),
         "wilson_low": (lambda rate, n: wilson(rate, n)[0], [double, bigint], double),
         "wilson_high": (lambda rate, n: wilson(rate, n)[1], [double, bigint], double),
+        "band_closeness": (closeness, [double, double, double, double], double),
     }
     installed = {row[0] for row in con.execute(
         "SELECT function_name FROM duckdb_functions() WHERE function_name IN ?", [list(functions)]).fetchall()}

@@ -81,8 +81,7 @@ SELECT CASE WHEN len(apis) = 1 THEN 'api' ELSE 'pair' END AS kind, apis,
        attempts::BIGINT AS attempts, passes::BIGINT AS passes, (attempts - passes)::BIGINT AS failures,
        alpha, beta, pass_mean, pass_std,
        pass_mean BETWEEN band_low AND band_high AS in_band,
-       greatest(0.0, 1.0 - abs(pass_mean - target) / greatest(target - band_low, band_high - target))
-           + explore * pass_std / prior_std AS weight,
+       band_closeness(pass_mean, band_low, target, band_high) + explore * pass_std / prior_std AS weight,
        geomean_speedup
 FROM moments
 ORDER BY weight DESC, kind, apis;

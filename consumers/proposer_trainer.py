@@ -5,8 +5,8 @@ novelty_bonus, scale_std, eps):
 - modules.rejected -> reward 0 (invalid modules earn nothing), scored at once;
 - modules.accepted, then the Coder's first-turn groups.scored for it -> reward
       frontier(p) + novelty_bonus * novel,
-  p the group's pass rate (repair groups say how well the Coder repairs, not how hard the module is); frontier(p) = 1 - |p - target| / half-width inside
-  [band_low, band_high] (the half-width on p's side of the target), 0 outside; novel = 1 when
+  p the group's pass rate (repair groups say how well the Coder repairs, not how hard the module is); frontier(p) = the frontier weight's closeness to the target
+  (kernelzero/kit/frontier_band.py: 1 - |p - target| / the half-width on p's side inside [band_low, band_high], 0 outside); novel = 1 when
   the module's fingerprint was not accepted before (first accepted wins), else 0. A valid
   module thus always beats an invalid one when it is novel, and ties with it otherwise.
 - Only modules that carry token ids, prompt token ids, matching log-probabilities and their
@@ -28,16 +28,14 @@ import msgspec
 from kernelzero.config import AnalyticsConfig, TrainerConfig
 from kernelzero.consumers.ca_grpo import group_advantages
 from kernelzero.consumers.groups import trainable as is_trainable
+from kernelzero.kit.frontier_band import closeness
 from kernelzero.schemas import Event, GroupScored, ModuleAccepted, ModuleProposed, ModuleRejected
 from kernelzero.schemas.messages import TrainingSample
 
 
 def frontier_score(pass_rate: float, config: AnalyticsConfig) -> float:
-    """1 at the target, falling linearly to 0 at the band's edges; 0 outside the band."""
-    if not config.band_low <= pass_rate <= config.band_high:
-        return 0.0
-    half = config.target - config.band_low if pass_rate <= config.target else config.band_high - config.target
-    return 1.0 - abs(pass_rate - config.target) / half if half > 0 else 1.0
+    """The frontier weight's own closeness to the target (kit/frontier_band.py), with [analytics]' band."""
+    return closeness(pass_rate, config.band_low, config.target, config.band_high)
 
 
 class ScoredProposal(msgspec.Struct, frozen=True, kw_only=True):

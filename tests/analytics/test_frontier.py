@@ -80,6 +80,16 @@ def test_band_and_prior_come_from_config(con):
     assert c["weight"] == pytest.approx(1 - (6 / 9 - 0.5) / 0.4)
 
 
+def test_an_uneven_band_weighs_as_the_proposer_rewards(con):
+    """One closeness for both (kit/frontier_band.py): the half-width on the pass rate's side of the target."""
+    from kernelzero.consumers.proposer_trainer import frontier_score
+
+    config = AnalyticsConfig(band_low=0.3, band_high=0.9, target=0.55, explore=0.0)
+    weight = _frontier(con, config)[("a",)]["weight"]  # a's mean is 1/2, below the target
+    # 1 - 0.05 / (0.55 - 0.3); the farther edge's half-width (0.35) would give 0.857
+    assert weight == pytest.approx(0.8) and weight == pytest.approx(frontier_score(0.5, config))
+
+
 def test_frontier_versions_keeps_only_recent_policies(con):
     f = _frontier(con, AnalyticsConfig(frontier_versions=1))
     assert set(f) == {("c",)}

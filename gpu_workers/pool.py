@@ -57,7 +57,25 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def resolve_devices(device: str, config: EvaluatorConfig) -> tuple[list[str], str, str]:
+# an H100 (80 GB, 16 cores) judged KernelBench levels 1 and 2 with 4 workers, every problem as expected
+# (docs/BENCHMARKS.md, issue 26); a bigger card gets more, never past a core per worker
+GB_PER_WORKER = 16
+
+
+def workers_per_gpu(config: EvaluatorConfig, gpu_bytes: int, gpus: int, gpu_processes: int = 1) -> int:
+    """`[evaluator] workers_per_gpu`, or where it is 0, as many as the usable memory holds at GB_PER_WORKER each
+    and the cores allow (one each, one left for the host), shared by the `gpu_processes` evaluator processes."""
+    if config.workers_per_gpu > 0:
+        return config.workers_per_gpu
+    usable_gb = gpu_bytes / 2**30 * config.gpu_memory_fraction
+    if config.gpu_memory_cap_gb > 0:
+        usable_gb = min(usable_gb, config.gpu_memory_cap_gb * config.gpu_memory_fraction)
+    by_memory = int(usable_gb // GB_PER_WORKER)
+    by_cores = ((os.cpu_count() or 1) - 1) // max(1, gpus)
+    return max(1, min(by_memory, by_cores) // max(1, gpu_processes))
+
+
+def resolve_devices(device: str, config: EvaluatorConfig, gpu_processes: int = 1) -> tuple[list[str], str, str]:
     """(worker devices, GPU name, CUDA arch list) for 'auto' | 'cpu' | 'cuda' | 'cuda:N', as many as `config` asks."""
     import torch
     if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
@@ -66,7 +84,9 @@ def resolve_devices(device: str, config: EvaluatorConfig) -> tuple[list[str], st
         raise RuntimeError("device cuda requested but torch sees no CUDA GPU")
     indices = [int(device.split(":")[1])] if ":" in device else list(range(torch.cuda.device_count()))
     major, minor = torch.cuda.get_device_capability(indices[0])
-    devices = [f"cuda:{i}" for i in indices for _ in range(max(1, config.workers_per_gpu))]
+    per_gpu = workers_per_gpu(config, torch.cuda.get_device_properties(indices[0]).total_memory,
+                              torch.cuda.device_count(), gpu_processes)
+    devices = [f"cuda:{i}" for i in indices for _ in range(per_gpu)]
     return devices, torch.cuda.get_device_name(indices[0]), f"{major}.{minor}"
 
 
@@ -84,7 +104,8 @@ class EvaluatorPool:
         self.config = config
         self.device = device or self.config.device
         self.use_cache = use_cache
-        self.gpu_sharing = max(1, self.config.workers_per_gpu) * max(1, gpu_processes)
+        self.gpu_processes = max(1, gpu_processes)
+        self.gpu_sharing = 1  # jobs sharing each GPU: known once started
         self._unusable: dict[str, Evaluation] = {}  # problem hash -> its problem_error
         self.cache_dir = Path(os.path.expanduser(self.config.cache_dir))
         self.sandbox = Sandbox(self.config, self.cache_dir)  # probed once started
@@ -102,8 +123,9 @@ class EvaluatorPool:
         self._pch: asyncio.Task | None = None  # the precompiled header's folder on this host, made once per pool
 
     async def __aenter__(self) -> "EvaluatorPool":
-        devices, self.gpu, self.arch = resolve_devices(self.device, self.config)
-        self.device_type = "cpu" if devices == ["cpu"] else "cuda"
+        devices, self.gpu, self.arch = resolve_devices(self.device, self.config, self.gpu_processes)
+        self.device_type = "cpu" if devices[0] == "cpu" else "cuda"
+        self.gpu_sharing = devices.count(devices[0]) * self.gpu_processes
         for sub in ("results", "builds", "scratch"):
             (self.cache_dir / sub).mkdir(parents=True, exist_ok=True)
         await self.sandbox.probe()

@@ -74,7 +74,7 @@ class EvaluatorConfig(Section):
     # torch's binding headers compiled once per machine, shared by every pool (gpu_workers/prebuilt_headers.py); "": none
     precompiled_headers_dir: str = "~/.cache/kernelzero/pch"
     cache_dir: str = "~/.cache/kernelzero"
-    workers_per_gpu: int = 1
+    workers_per_gpu: int = 0  # 0: from the GPU's memory and the CPU count (gpu_workers/pool.py, workers_per_gpu)
     cpu_workers: int = 1  # workers on a machine without a GPU (Triton's interpreter): one per core pays
     static_checks: bool = True  # AST rules; off only to test the run-time defences behind them
     allowed_torch_ops: list[str] = msgspec.field(default_factory=lambda: [  # aten compute allowed beside a custom kernel
@@ -104,7 +104,7 @@ class EvaluatorConfig(Section):
             "trials": _at_least(self.trials, 1),
             "gpu_memory_fraction": (0.0 < self.gpu_memory_fraction <= 1.0, "must be in (0, 1]"),
             "gpu_memory_cap_gb": _at_least(self.gpu_memory_cap_gb, 0),
-            "workers_per_gpu": _at_least(self.workers_per_gpu, 1),
+            "workers_per_gpu": _at_least(self.workers_per_gpu, 0),
             "cpu_workers": _at_least(self.cpu_workers, 1),
             "timing_input_sets": _at_least(self.timing_input_sets, 1),
             "cpu_timed_calls": _at_least(self.cpu_timed_calls, 0),

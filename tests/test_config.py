@@ -32,7 +32,7 @@ def test_toml_then_environment_overrides(tmp_path):
         ("", {"KERNELZERO_NOPE_X": "1"}, ["KERNELZERO_NOPE_X"]),
         ("[coder]\ntarget = 'opencl'\n", {}, ["coder.target"]),
         ("", {"KERNELZERO_EVALUATOR_GPU_MEMORY_FRACTION": "1.5"}, ["evaluator", "gpu_memory_fraction"]),
-        ("[evaluator]\nworkers_per_gpu = 0\n", {}, ["evaluator", "workers_per_gpu"]),
+        ("[evaluator]\nworkers_per_gpu = -1\n", {}, ["evaluator", "workers_per_gpu"]),
         ("[log\n", {}, ["not valid TOML"]),
     ],
 )

@@ -67,3 +67,32 @@ def test_pool_lifecycle(tmp_path: Path) -> None:
             assert example.runtime_ms is None and example.speedup is None  # CPU: no timing claims
 
     asyncio.run(scenario())
+
+
+def test_workers_per_gpu_come_from_the_cards_memory_and_the_cores(monkeypatch) -> None:
+    from kernelzero.gpu_workers.pool import workers_per_gpu
+
+    gb = 2**30
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    auto = EvaluatorConfig()  # workers_per_gpu 0, 90% of the card
+    assert workers_per_gpu(auto, 80 * gb, gpus=1) == 4  # an H100: 72 usable GB, 16 each
+    assert workers_per_gpu(auto, 141 * gb, gpus=1) == 7  # an H200
+    assert workers_per_gpu(auto, 141 * gb, gpus=4) == 3  # 15 spare cores over 4 cards
+    assert workers_per_gpu(auto, 141 * gb, gpus=1, gpu_processes=3) == 2  # three processes share the card
+    assert workers_per_gpu(auto, 8 * gb, gpus=1) == 1  # a small card still gets one
+    assert workers_per_gpu(EvaluatorConfig(gpu_memory_cap_gb=40), 141 * gb, gpus=1) == 2  # planned as a 40 GB card
+    assert workers_per_gpu(EvaluatorConfig(workers_per_gpu=6), 8 * gb, gpus=1) == 6  # as configured
+
+
+def test_a_pool_of_several_cpu_workers_is_a_cpu_pool(tmp_path: Path) -> None:
+    """With two CPU workers the pool once took itself for a GPU pool: its own verdicts said device cuda, and a
+    candidate naming load_inline went to the CUDA build."""
+    relu = read(HERE, "problems", "relu.py")
+    static = read(HERE, "candidates", "background_thread.py")  # refused by the static rules, before any worker
+
+    async def scenario():
+        async with EvaluatorPool(EvaluatorConfig(cache_dir=str(tmp_path), cpu_workers=2), device="cpu") as pool:
+            return pool.workers, await pool.evaluate(relu, static)
+
+    workers, result = asyncio.run(scenario())
+    assert workers == 2 and result.reason.startswith("static:") and result.device == "cpu"

@@ -54,6 +54,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     modules: int = 16000
+    api_set_sizes: tuple[int, int] = (1, 3)  # the distilled modules' API sets, whatever sizes the loop proposes
     heldout_share: float = 0.2
     audit_share: float = 0.02
     size: str = "tiny"
@@ -102,11 +103,14 @@ def distill_step(config: Config, plan: Plan, cache: Path) -> Path:
     from kernelzero.bootstrap.distill import distill
 
     settings = (plan.modules, plan.heldout_share, plan.audit_share, plan.seed, config.proposer.scale,
-                config.proposer.api_set_size, config.proposer.min_api_set_size, config.proposer.apis,
-                config.coder.prompt, config.proposer.prompt, config.coder.target, _code_hash())
+                plan.api_set_sizes, config.proposer.apis, config.coder.prompt, config.proposer.prompt,
+                config.coder.target, _code_hash())
     out = cache / f"distill-{_key(*settings)}"
     if not (out / "distill.json").exists():
-        distill(config, out, plan.modules, plan.heldout_share, plan.audit_share)
+        low, high = plan.api_set_sizes
+        sized = msgspec.structs.replace(config, proposer=msgspec.structs.replace(
+            config.proposer, min_api_set_size=low, api_set_size=high))
+        distill(sized, out, plan.modules, plan.heldout_share, plan.audit_share)
     return out
 
 

@@ -67,3 +67,19 @@ def test_a_module_that_torch_refuses_drops_its_row_and_the_distillation_goes_on(
     monkeypatch.setattr(teacher_check, "check", refuses)
     made = distill.make(distill.ModuleSpec(apis=["torch.relu"], seed=0, scale=2.0 ** -15))
     assert made.failed == "raised: ValueError" and made.module and made.answer
+
+
+def test_the_bootstraps_set_sizes_are_its_plans_not_the_loops(tmp_path):
+    """The loop may propose other sizes than the bootstrap distilled (the demo: two or three, on one to three)."""
+    from kernelzero.bootstrap.from_zero import Plan, distill_step
+    from kernelzero.config import Config
+
+    config = Config()
+    config.proposer.apis, config.proposer.scale, config.proposer.prompt = APIS, 2.0 ** -16, "compact"
+    config.proposer.api_set_size = config.proposer.min_api_set_size = 3
+    config.evaluator.cache_dir = str(tmp_path / "cache")
+    plan = Plan(modules=40, audit_share=0.0, api_set_sizes=(1, 1))
+    out = distill_step(config, plan, tmp_path)
+    rows = read(out / "coder_train.jsonl") + read(out / "coder_heldout.jsonl")
+    assert rows and {len(r["apis"]) for r in rows} == {1}
+    assert distill_step(config, Plan(modules=40, audit_share=0.0, api_set_sizes=(2, 3)), tmp_path) != out

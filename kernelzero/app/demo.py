@@ -88,7 +88,9 @@ def loop_config(config: Config, out: Path, args) -> Config:
         section.backend, section.device, section.prompt = "transformers", args.device, "compact"
     config.coder.group_size = args.group_size
     config.proposer.apis = config.proposer.apis or list(DEMO_APIS)
-    config.proposer.api_set_size, config.proposer.min_api_set_size = 3, 1
+    # sets of two or three, where the distillation drew one to three (Plan.api_set_sizes): the warm-started Coder
+    # wrote every sample of most single APIs correctly (a demo of sets of one to three: 1 of 12 groups informative)
+    config.proposer.api_set_size, config.proposer.min_api_set_size = 3, 2
     config.proposer.batch, config.proposer.rounds = args.modules, 1
     # 512 to 2048 elements: the Triton interpreter runs a program per row, and evaluation is the demo's pace
     config.proposer.scale = min(config.proposer.scale, 2.0 ** -15)
@@ -197,9 +199,6 @@ def main(args, config: Config) -> int:
         return 1
     started = time.monotonic()
     boot = warm_start(console, config, args, DEMO_PLAN, started)
-    # the loop proposes sets of two or three, where the distillation drew one to three: the warm-started Coder
-    # wrote every sample of most single APIs correctly (a demo of sets of one to three: 1 of 12 groups informative)
-    config.proposer.min_api_set_size = 2
     config_path = out / "kernelzero.toml"
     config_path.write_text(dump_config(config))
     rows = Path(boot.distill_dir) / "coder_heldout.jsonl"

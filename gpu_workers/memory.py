@@ -64,6 +64,12 @@ def floor_bytes(fp: Footprint) -> int:
     return fp.input_bytes + 2 * fp.output_bytes
 
 
+def card_bytes(device_bytes: int, cap_gb: float) -> int:
+    """The card as configured: `gpu_memory_cap_gb` evaluates as if it had that much (a smaller card's plan)."""
+    cap = int(cap_gb * GB)
+    return min(device_bytes, cap) if cap else device_bytes
+
+
 def share_bytes(usable_bytes: int, sharing: int) -> int:
     """One worker's share of what the evaluator may use on a GPU that `sharing` workers share."""
     return usable_bytes // max(1, sharing)

@@ -30,6 +30,7 @@ import msgspec
 from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import headers, prebuilt_headers
 from kernelzero.gpu_workers.device_turns import TURNS_INSIDE, turns_dir
+from kernelzero.gpu_workers.memory import card_bytes
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, evaluation
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.ast_rules import check_source
@@ -59,18 +60,16 @@ def sha256(text: str) -> str:
 
 # an H100 (80 GB, 16 cores) judged KernelBench levels 1 and 2 with 4 workers, every problem as expected
 # (docs/BENCHMARKS.md, issue 26); a bigger card gets more, never past a core per worker
-GB_PER_WORKER = 16
+WORKER_BYTES = 16 * 2**30
 
 
 def workers_per_gpu(config: EvaluatorConfig, gpu_bytes: int, gpus: int, gpu_processes: int = 1) -> int:
-    """`[evaluator] workers_per_gpu`, or where it is 0, as many as the usable memory holds at GB_PER_WORKER each
+    """`[evaluator] workers_per_gpu`, or where it is 0, as many as the usable memory holds at WORKER_BYTES each
     and the cores allow (one each, one left for the host), shared by the `gpu_processes` evaluator processes."""
     if config.workers_per_gpu > 0:
         return config.workers_per_gpu
-    usable_gb = gpu_bytes / 2**30 * config.gpu_memory_fraction
-    if config.gpu_memory_cap_gb > 0:
-        usable_gb = min(usable_gb, config.gpu_memory_cap_gb * config.gpu_memory_fraction)
-    by_memory = int(usable_gb // GB_PER_WORKER)
+    usable = config.gpu_memory_fraction * card_bytes(gpu_bytes, config.gpu_memory_cap_gb)
+    by_memory = int(usable // WORKER_BYTES)
     by_cores = ((os.cpu_count() or 1) - 1) // max(1, gpus)
     return max(1, min(by_memory, by_cores) // max(1, gpu_processes))
 

@@ -93,9 +93,7 @@ class TrialRun:
         self.turns = device_turns.for_device(self.device.index or 0)
         self.turns.share()
         free, self.device_bytes = torch.cuda.mem_get_info(self.device)
-        # the card as configured: `gpu_memory_cap_gb` evaluates as if it had that much (a smaller card's plan)
-        cap = int(self.cfg.gpu_memory_cap_gb * memory.GB)
-        self.gpu_bytes = min(self.device_bytes, cap) if cap else self.device_bytes
+        self.gpu_bytes = memory.card_bytes(self.device_bytes, self.cfg.gpu_memory_cap_gb)
         self.usable = min(int(self.cfg.gpu_memory_fraction * self.gpu_bytes), free)
         self._cap(memory.share_bytes(self.usable, self.job.gpu_sharing))
         if self.job.alone:  # the pool's retry of an evaluation that ran short of memory in a share

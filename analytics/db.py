@@ -116,6 +116,11 @@ def analytics_connection(args: argparse.Namespace, config: Config) -> Iterator:
         con.close()
 
 
+def configured_connection(config: Config):
+    """What a command opens without --db: [analytics] db, synced with the configured log first."""
+    return analytics_connection(argparse.Namespace(db=None, broker=None, rebuild=False, no_update=False), config)
+
+
 def count_events(con) -> int:
     return con.execute("SELECT count(*) FROM events").fetchone()[0]
 

@@ -153,14 +153,11 @@ def warm_start(console, config: Config, args, plan: Plan, started: float):
 def summarize(config: Config, queries: dict[str, str] = SUMMARY, report_dir: Path | None = None) -> dict[str, list]:
     """Each query's rows as plain dicts, by title (the demo prints them and writes them to demo.json); with
     `report_dir`, `kernelzero report`'s plots and page there too."""
-    import argparse
-
-    from kernelzero.analytics.db import analytics_connection
+    from kernelzero.analytics.db import configured_connection
     from kernelzero.analytics.report import write_report
 
     tables = {}
-    where = argparse.Namespace(db=None, broker=None, rebuild=False, no_update=False)
-    with analytics_connection(where, config) as con:
+    with configured_connection(config) as con:
         for title, sql in queries.items():
             cursor = con.execute(sql)
             names = [d[0] for d in cursor.description]

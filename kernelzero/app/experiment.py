@@ -78,13 +78,10 @@ def arm_config(base: Config, arm: str, out: Path) -> Config:
 
 def per_module(config: Config, tag: str) -> dict[str, dict[int, float]]:
     """decoding -> held-out row index -> pass rate, for the measurement named `tag`."""
-    import argparse
+    from kernelzero.analytics.db import configured_connection
 
-    from kernelzero.analytics.db import analytics_connection
-
-    where = argparse.Namespace(db=None, broker=None, rebuild=False, no_update=False)
     rates: dict[str, dict[int, float]] = {"sampled": {}, "greedy": {}}
-    with analytics_connection(where, config) as con:
+    with configured_connection(config) as con:
         for index, decoding, rate in con.execute(PER_MODULE, [f"heldout-{tag}-%"]).fetchall():
             rates[decoding][index] = rate
     return rates

@@ -42,7 +42,7 @@ def header(path: Path) -> dict[str, str]:
     return dict(re.findall(r"^# (expect|problem|config|device|via): (.+)$", path.read_text(), re.M))
 
 
-def config_for(fields: dict[str, str], cache_dir: str, name: str, workers_per_gpu: int = 1, setting: str = "on",
+def config_for(fields: dict[str, str], cache_dir: str, name: str, workers_per_gpu: int = 0, setting: str = "on",
                device: str = "cuda"):
     from kernelzero.config import EvaluatorConfig
     overrides = dict(kv.strip().split("=") for kv in fields.get("config", "").split(",") if kv.strip())
@@ -63,7 +63,7 @@ def attacks() -> list[Path]:
     return [p for p in sorted((CORPUS / "candidates_sandbox").glob("*.py")) if "via" not in header(p)]
 
 
-async def run_corpus(paths: list[Path], cache_dir: str, workers_per_gpu: int = 1, setting: str = "on",
+async def run_corpus(paths: list[Path], cache_dir: str, workers_per_gpu: int = 0, setting: str = "on",
                      device: str = "cuda") -> dict:
     """{"rows": one per candidate, "wall_s": the whole corpus, "start_s": spent starting pools (probe, workers)}."""
     from kernelzero.gpu_workers import EvaluatorPool
@@ -153,7 +153,8 @@ def markdown(runs: dict[str, dict], spreads: dict[str, dict], device: str, total
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--workers-per-gpu", type=int, default=1, help="evaluator workers sharing the GPU (timing takes turns)")
+    parser.add_argument("--workers-per-gpu", type=int, default=0,
+                        help="evaluator workers sharing the GPU, timing takes turns (default 0: from the card and CPUs)")
     parser.add_argument("--sandbox", type=lambda v: v.split(","), default=["on"], metavar="on|off[,...]",
                         help="containment settings, each running the corpus once (on: as configured; off: none)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",

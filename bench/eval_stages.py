@@ -1,0 +1,129 @@
+"""Where one evaluation's time goes on a GPU, and what judging a group of G samples of one module costs against one sample.
+
+Usage: python bench/eval_stages.py --problem PROBLEM.py --candidate CANDIDATE.py --out DIR [--reps 3] [--group 8]
+
+Two parts, on one problem and one Triton candidate:
+- stages: jobs run as a worker runs them (a fork of a process that imported torch and Triton, CUDA not yet
+  initialised), uncontained, each stage of gpu_workers/trial.py's TrialRun timed, `--reps` times;
+- group: the contained pool (workers per GPU as configured, the result cache bypassed) judges one sample alone,
+  then `--group` variants of it at once; each variant's kernel carries a different comment, so Triton compiles
+  it again as it would a different sample's. Wall of each and their ratio (issue 27's target: at most 3x).
+It changes no verdict and is not a test: a verdict other than `correct` is reported, not asserted.
+Writes DIR/stages.json and prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+STAGES = ("_start_gpu", "prepare_reference", "count_ref_flops", "import_candidate", "run_trials", "proof_of_work",
+          "time_it")
+
+
+def timed_job(problem_src: str, candidate_src: str, queue) -> None:
+    """One job in this fork: every stage's seconds and the verdict, put on `queue`."""
+    import torch
+    from kernelzero.config import EvaluatorConfig
+    from kernelzero.gpu_workers import trial
+    from kernelzero.schemas.messages import Job
+
+    seconds: dict[str, float] = {}
+
+    class TimedRun(trial.TrialRun):
+        def __getattribute__(self, name):
+            attr = super().__getattribute__(name)
+            if name not in STAGES:
+                return attr
+
+            def timed(*args, **kwargs):
+                start = time.perf_counter()
+                try:
+                    return attr(*args, **kwargs)
+                finally:
+                    seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+            return timed
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as scratch:
+        torch.cuda.set_device(0)
+        job = Job(problem_src=problem_src, candidate_src=candidate_src, device="cuda:0", scratch_dir=scratch,
+                  config=EvaluatorConfig(), gpu=torch.cuda.get_device_name(0))
+        result = TimedRun(job).run()
+    seconds["total"] = time.perf_counter() - start
+    queue.put({"verdict": f"{result.verdict} {result.reason}", "seconds": seconds})
+
+
+def stages(problem_src: str, candidate_src: str, reps: int) -> list[dict]:
+    from kernelzero.gpu_workers.zygote import EvaluationJobs
+    EvaluationJobs().preload()
+    context = multiprocessing.get_context("fork")
+    runs = []
+    for _ in range(reps):
+        queue = context.Queue()
+        child = context.Process(target=timed_job, args=(problem_src, candidate_src, queue))
+        child.start()
+        runs.append(queue.get())
+        child.join()
+    return runs
+
+
+def variant(candidate_src: str, i: int) -> str:
+    """The candidate with a comment inside each jitted kernel's body: same code, a new Triton compile."""
+    lines, out, pending = candidate_src.splitlines(), [], False
+    for line in lines:
+        out.append(line)
+        if line.strip().startswith("@triton.jit"):
+            pending = True
+        elif pending and line.lstrip().startswith("def "):
+            out.append(f"    # variant {i}")
+            pending = False
+    return "\n".join(out) + "\n"
+
+
+async def group(problem_src: str, candidate_src: str, size: int) -> dict:
+    from kernelzero.config import EvaluatorConfig
+    from kernelzero.gpu_workers.pool import EvaluatorPool
+    with tempfile.TemporaryDirectory() as cache:
+        async with EvaluatorPool(EvaluatorConfig(cache_dir=cache), device="cuda", use_cache=False) as pool:
+            start = time.perf_counter()
+            one = await pool.evaluate(problem_src, variant(candidate_src, 0))
+            one_s = time.perf_counter() - start
+            start = time.perf_counter()
+            many = await asyncio.gather(*(pool.evaluate(problem_src, variant(candidate_src, i))
+                                          for i in range(1, size + 1)))
+            group_s = time.perf_counter() - start
+            return {"workers": pool.workers, "one_s": one_s, "group_s": group_s, "ratio": group_s / one_s,
+                    "one": f"{one.verdict} {one.reason}", "group": [f"{r.verdict} {r.reason}" for r in many]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problem", type=Path, required=True)
+    parser.add_argument("--candidate", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--reps", type=int, default=3, help="uncontained jobs timed by stage")
+    parser.add_argument("--group", type=int, default=8, help="samples judged at once, G")
+    args = parser.parse_args()
+    problem_src, candidate_src = args.problem.read_text(), args.candidate.read_text()
+    runs = stages(problem_src, candidate_src, args.reps)
+    judged = asyncio.run(group(problem_src, candidate_src, args.group))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "stages.json").write_text(json.dumps({"stages": runs, "group": judged}, indent=1))
+    print(f"| stage | median s of {len(runs)} |\n|---|---|")
+    for name in (*STAGES, "total"):
+        print(f"| {name} | {statistics.median(r['seconds'].get(name, 0.0) for r in runs):.3f} |")
+    print("verdicts:", sorted({r["verdict"] for r in runs}))
+    print(f"contained, {judged['workers']} workers: one sample {judged['one_s']:.2f} s ({judged['one']}), "
+          f"{args.group} at once {judged['group_s']:.2f} s, ratio {judged['ratio']:.2f}; group verdicts "
+          f"{sorted(set(judged['group']))}")
+
+
+if __name__ == "__main__":
+    main()

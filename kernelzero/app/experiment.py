@@ -204,9 +204,9 @@ def plot(start: dict, arms: dict[str, dict], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    v0 = list(start["sampled"].values())
+    v0 = summary_of(start["sampled"], len(start["sampled"]))
     for arm, measured in arms.items():
-        points = [(0, sum(v0) / len(v0) if v0 else 0.0, None, None)] + [
+        points = [(0, v0["pass_at_1"], v0["low"], v0["high"])] + [
             (r["policy_version"], r["heldout_pass_at_1"], r["heldout_low"], r["heldout_high"])
             for r in measured["curve"] if r.get("heldout_pass_at_1") is not None]
         xs, ys = [p[0] for p in points], [p[1] for p in points]

@@ -210,15 +210,16 @@ def _distinct(made: list[Made]) -> list[Made]:
 
 
 def distill(config: Config, out: Path, n: int, heldout_share: float, audit_share: float = 0.02,
-            workers: int | None = None) -> DistillReport:
-    """Make, check, audit and split N modules; write the four sets and distill.json into `out`."""
+            workers: int | None = None, set_sizes: tuple[int, int] | None = None) -> DistillReport:
+    """Make, check, audit and split N modules of API sets of `set_sizes` (fewest, most; default the [proposer]
+    settings'); write the four sets and distill.json into `out`."""
     from rich.progress import Progress
 
     started = time.monotonic()
     pool = api_pool(config)
     proposer = config.proposer
-    specs = plan(pool, n, low=proposer.min_api_set_size or proposer.api_set_size, high=proposer.api_set_size,
-                 scale=proposer.scale, seed=proposer.seed)
+    low, high = set_sizes or (proposer.min_api_set_size or proposer.api_set_size, proposer.api_set_size)
+    specs = plan(pool, n, low=low, high=high, scale=proposer.scale, seed=proposer.seed)
     with Progress(transient=False) as progress:
         made = make_all(specs, workers or os.cpu_count() or 1, progress)
         rows = _distinct(made)

@@ -108,10 +108,7 @@ def distill_step(config: Config, plan: Plan, cache: Path) -> Path:
                 config.coder.target, _code_hash())
     out = cache / f"distill-{_key(*settings)}"
     if not (out / "distill.json").exists():
-        low, high = plan.api_set_sizes
-        sized = msgspec.structs.replace(config, proposer=msgspec.structs.replace(
-            config.proposer, min_api_set_size=low, api_set_size=high))
-        distill(sized, out, plan.modules, plan.heldout_share, plan.audit_share)
+        distill(config, out, plan.modules, plan.heldout_share, plan.audit_share, set_sizes=plan.api_set_sizes)
     return out
 
 

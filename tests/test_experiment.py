@@ -52,3 +52,37 @@ def test_a_module_one_arm_did_not_measure_is_left_out_of_the_pair():
     assert table["a"]["greedy"]["minus_control"]["modules"] == 2
     text = markdown(table, type("Args", (), {"rounds": 1, "modules": 2, "group_size": 4, "heldout": 2})())
     assert "| a: " in text and "| c: " in text and "+1.000" in text
+
+
+def loop_args(command: str, *options: str):
+    import argparse
+
+    from kernelzero.app import demo, experiment
+
+    parser = argparse.ArgumentParser()
+    {"demo": demo, "experiment": experiment}[command].add_arguments(parser)
+    return parser.parse_args(list(options))
+
+
+def test_the_trust_region_and_learning_rate_are_the_commands_options(tmp_path):
+    from kernelzero.app.demo import loop_config
+
+    default = loop_config(Config(), tmp_path, loop_args("experiment")).trainer
+    assert (default.learning_rate, default.kl_max, default.lora_rank) == (1e-4, 0.01, 0)
+    chosen = loop_config(Config(), tmp_path, loop_args("demo", "--learning-rate", "3e-4", "--kl-max", "0.05")).trainer
+    assert (chosen.learning_rate, chosen.kl_max) == (3e-4, 0.05)
+
+
+@pytest.mark.parametrize("command,options,named", [
+    ("experiment", ["--kl-max", "-0.1"], "--kl-max"),
+    ("experiment", ["--measure-every", "0"], "--measure-every"),
+    ("demo", ["--learning-rate", "nan"], "--learning-rate"),
+    ("demo", ["--group-size", "0"], "--group-size"),
+])
+def test_a_bad_loop_option_exits_2_naming_it_before_anything_runs(tmp_path, capsys, command, options, named):
+    from kernelzero.app.cli import main as cli_main
+
+    out = tmp_path / "run"
+    assert cli_main([command, "--out", str(out), *options]) == 2
+    assert named in capsys.readouterr().err
+    assert not out.exists()

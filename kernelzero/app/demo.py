@@ -72,6 +72,22 @@ def add_loop_arguments(parser, plan: Plan) -> None:
                         help="modules distilled (default %(default)s)")
     parser.add_argument("--cache", default=None, metavar="DIR",
                         help="bootstrap cache (default: [evaluator] cache_dir/demo)")
+    parser.add_argument("--learning-rate", type=float, default=1e-4,
+                        help="both roles' RL learning rate, full fine-tuning (default %(default)s)")
+    parser.add_argument("--kl-max", type=float, default=0.01,
+                        help="trust region: the mean KL to the SFT policy a step may end at, 0 for none "
+                             "(default %(default)s)")
+
+
+def loop_argument_error(args) -> str | None:
+    """What is wrong with the loop's options (add_loop_arguments' and --rounds), naming the option; None if nothing."""
+    for option in ("rounds", "modules", "group_size", "heldout", "distill"):
+        if getattr(args, option) < 1:
+            return f"--{option.replace('_', '-')} must be at least 1"
+    for option in ("learning_rate", "kl_max"):
+        if not getattr(args, option) >= 0:
+            return f"--{option.replace('_', '-')} must be 0 or more"
+    return None
 
 
 def loop_config(config: Config, out: Path, args) -> Config:
@@ -95,9 +111,9 @@ def loop_config(config: Config, out: Path, args) -> Config:
     # 512 to 2048 elements: the Triton interpreter runs a program per row, and evaluation is the demo's pace
     config.proposer.scale = min(config.proposer.scale, 2.0 ** -15)
     trainer = config.trainer
-    # full fine-tuning inside a trust region around the SFT policy: a tiny model's loss of what SFT built showed
-    # at 3e-4 and above within a few dozen steps (docs/BENCHMARKS.md, The Coder from zero)
-    trainer.lora_rank, trainer.device, trainer.learning_rate, trainer.kl_max = 0, args.device, 1e-4, 0.01
+    # full fine-tuning inside a trust region around the SFT policy (the defaults): a tiny model's loss of what SFT
+    # built showed at 3e-4 and above within a few dozen steps (docs/BENCHMARKS.md, The Coder from zero)
+    trainer.lora_rank, trainer.device, trainer.learning_rate, trainer.kl_max = 0, args.device, args.learning_rate, args.kl_max
     # every informative group is scarce at this size: a step per group, and two Proposer steps a round
     trainer.groups_per_step, trainer.proposer_batch = 1, max(1, args.modules // 2)
     trainer.group_deadline_s = min(trainer.group_deadline_s, 30.0)
@@ -183,6 +199,9 @@ def main(args, config: Config) -> int:
     from rich.console import Console
 
     console = Console(stderr=True)
+    if (error := loop_argument_error(args)) is not None:
+        console.print(f"[red]kernelzero demo: {error}[/red]")
+        return 2
     quiet_libraries()
     out = Path(args.out or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     if (out / "log.sqlite").exists():

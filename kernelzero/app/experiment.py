@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from kernelzero.bootstrap.from_zero import Plan, quiet_libraries
-from kernelzero.app.demo import (STAGES, add_loop_arguments, loop_config, measure_heldout, run_stages,
-                                 self_check, summarize, warm_start)
+from kernelzero.app.demo import (STAGES, add_loop_arguments, loop_argument_error, loop_config, measure_heldout,
+                                 run_stages, self_check, summarize, warm_start)
 from kernelzero.config import Config, dump_config
 
 ARMS = {
@@ -239,9 +239,12 @@ def main(args, config: Config) -> int:
 
     console = Console(stderr=True)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
-    if not arms or set(arms) - set(ARMS) or args.rounds < 1:
-        console.print(f"[red]kernelzero experiment: --arms takes a comma-separated subset of {', '.join(ARMS)} "
-                      "and --rounds must be >= 1[/red]")
+    if not arms or set(arms) - set(ARMS):
+        console.print(f"[red]kernelzero experiment: --arms takes a comma-separated subset of {', '.join(ARMS)}[/red]")
+        return 2
+    error = loop_argument_error(args) or ("--measure-every must be at least 1" if args.measure_every < 1 else None)
+    if error is not None:
+        console.print(f"[red]kernelzero experiment: {error}[/red]")
         return 2
     quiet_libraries()
     out = Path(args.out or f"runs/experiment-{time.strftime('%Y%m%d-%H%M%S')}").resolve()

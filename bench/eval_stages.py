@@ -61,7 +61,11 @@ def timed_job(problem_src: str, candidate_src: str, queue) -> None:
 
 
 def stages(problem_src: str, candidate_src: str, reps: int) -> list[dict]:
+    from kernelzero.gpu_workers import trial
     from kernelzero.gpu_workers.zygote import EvaluationJobs
+    # a stage renamed in trial.py would otherwise be timed as 0 s without a word
+    if missing := [name for name in STAGES if not hasattr(trial.TrialRun, name)]:
+        raise SystemExit(f"eval_stages.py: TrialRun has no stage {', '.join(missing)}")
     EvaluationJobs().preload()
     context = multiprocessing.get_context("fork")
     runs = []

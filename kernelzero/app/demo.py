@@ -113,7 +113,8 @@ def loop_config(config: Config, out: Path, args) -> Config:
     trainer = config.trainer
     # full fine-tuning inside a trust region around the SFT policy (the defaults): a tiny model's loss of what SFT
     # built showed at 3e-4 and above within a few dozen steps (docs/BENCHMARKS.md, The Coder from zero)
-    trainer.lora_rank, trainer.device, trainer.learning_rate, trainer.kl_max = 0, args.device, args.learning_rate, args.kl_max
+    trainer.lora_rank, trainer.device = 0, args.device
+    trainer.learning_rate, trainer.kl_max = args.learning_rate, args.kl_max
     # every informative group is scarce at this size: a step per group, and two Proposer steps a round
     trainer.groups_per_step, trainer.proposer_batch = 1, max(1, args.modules // 2)
     trainer.group_deadline_s = min(trainer.group_deadline_s, 30.0)

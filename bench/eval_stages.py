@@ -4,10 +4,12 @@ Usage: python bench/eval_stages.py --problem PROBLEM.py --candidate CANDIDATE.py
 
 Two parts, on one problem and one Triton candidate:
 - stages: jobs run as a worker runs them (a fork of a process that imported torch and Triton, CUDA not yet
-  initialised), uncontained, each stage of gpu_workers/trial.py's TrialRun timed, `--reps` times;
+  initialised), uncontained, each stage of gpu_workers/trial.py's TrialRun timed: the problem's reference-only
+  job once, then `--reps` candidate jobs that bring its times, as the pool runs them;
 - group: the contained pool (workers per GPU as configured, the result cache bypassed) judges one sample alone,
-  then `--group` variants of it at once; each variant's kernel carries a different comment, so Triton compiles
-  it again as it would a different sample's. Wall of each and their ratio (issue 27's target: at most 3x).
+  then `--group` variants of it at once, each against a new module (the problem with a comment added: its
+  reference is timed again, as a new module's is); each variant's kernel carries a different comment, so Triton
+  compiles it again as it would a different sample's. Wall of each and their ratio (issue 27's target: at most 3x).
 It changes no verdict and is not a test: a verdict other than `correct` is reported, not asserted.
 Writes DIR/stages.json and prints a table last.
 """
@@ -23,16 +25,18 @@ import tempfile
 import time
 from pathlib import Path
 
-STAGES = ("_start_gpu", "prepare_reference", "count_ref_flops", "import_candidate", "run_trials", "proof_of_work",
-          "time_it")
+STAGES = ("_start_gpu", "prepare_reference", "time_reference", "count_ref_flops", "import_candidate", "run_trials",
+          "proof_of_work", "time_it")
 
 
-def timed_job(problem_src: str, candidate_src: str, queue) -> None:
-    """One job in this fork: every stage's seconds and the verdict, put on `queue`."""
+def timed_job(problem_src: str, candidate_src: str, reference: bytes, queue) -> None:
+    """One job in this fork (reference-only when `reference` is empty, else bringing those times as msgpack):
+    every stage's seconds, the verdict and the reference's times, put on `queue`."""
+    import msgspec
     import torch
     from kernelzero.config import EvaluatorConfig
     from kernelzero.gpu_workers import trial
-    from kernelzero.schemas.messages import Job
+    from kernelzero.schemas.messages import Job, ReferenceTiming
 
     seconds: dict[str, float] = {}
 
@@ -54,13 +58,19 @@ def timed_job(problem_src: str, candidate_src: str, queue) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         torch.cuda.set_device(0)
         job = Job(problem_src=problem_src, candidate_src=candidate_src, device="cuda:0", scratch_dir=scratch,
-                  config=EvaluatorConfig(), gpu=torch.cuda.get_device_name(0))
-        result = TimedRun(job).run()
+                  config=EvaluatorConfig(), gpu=torch.cuda.get_device_name(0), reference_only=not reference,
+                  reference=msgspec.msgpack.decode(reference, type=ReferenceTiming) if reference else None)
+        run = TimedRun(job)
+        result = run.run()
     seconds["total"] = time.perf_counter() - start
-    queue.put({"verdict": f"{result.verdict} {result.reason}", "seconds": seconds})
+    queue.put({"verdict": f"{result.verdict} {result.reason}", "seconds": seconds,
+               "reference": msgspec.msgpack.encode(run.reference_timing) if run.reference_timing else b"",
+               "speedup": result.speedup, "runtime_ms": result.runtime_ms, "timing_n": result.timing_n})
 
 
 def stages(problem_src: str, candidate_src: str, reps: int) -> list[dict]:
+    """The reference-only job's stages, then `reps` candidate jobs' that bring its times."""
+    import msgspec
     from kernelzero.gpu_workers import trial
     from kernelzero.gpu_workers.zygote import EvaluationJobs
     # a stage renamed in trial.py would otherwise be timed as 0 s without a word
@@ -68,13 +78,21 @@ def stages(problem_src: str, candidate_src: str, reps: int) -> list[dict]:
         raise SystemExit(f"eval_stages.py: TrialRun has no stage {', '.join(missing)}")
     EvaluationJobs().preload()
     context = multiprocessing.get_context("fork")
-    runs = []
-    for _ in range(reps):
+
+    def forked(reference: bytes) -> dict:
         queue = context.Queue()
-        child = context.Process(target=timed_job, args=(problem_src, candidate_src, queue))
+        child = context.Process(target=timed_job, args=(problem_src, candidate_src, reference, queue))
         child.start()
-        runs.append(queue.get())
+        answer = queue.get()
         child.join()
+        return answer
+
+    reference_job = forked(b"")
+    if not reference_job["reference"]:
+        raise SystemExit(f"eval_stages.py: the reference could not be timed: {reference_job['verdict']}")
+    runs = [reference_job] + [forked(reference_job["reference"]) for _ in range(reps)]
+    for run in runs:
+        run["reference"] = str(msgspec.msgpack.decode(run["reference"])) if run["reference"] else ""
     return runs
 
 
@@ -100,7 +118,8 @@ async def group(problem_src: str, candidate_src: str, size: int) -> dict:
             one = await pool.evaluate(problem_src, variant(candidate_src, 0))
             one_s = time.perf_counter() - start
             start = time.perf_counter()
-            many = await asyncio.gather(*(pool.evaluate(problem_src, variant(candidate_src, i))
+            new_module = problem_src + "\n# another module: its reference is timed again\n"
+            many = await asyncio.gather(*(pool.evaluate(new_module, variant(candidate_src, i))
                                           for i in range(1, size + 1)))
             group_s = time.perf_counter() - start
             return {"workers": pool.workers, "one_s": one_s, "group_s": group_s, "ratio": group_s / one_s,
@@ -120,10 +139,13 @@ def main() -> None:
     judged = asyncio.run(group(problem_src, candidate_src, args.group))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "stages.json").write_text(json.dumps({"stages": runs, "group": judged}, indent=1))
-    print(f"| stage | median s of {len(runs)} |\n|---|---|")
+    reference_job, jobs = runs[0], runs[1:]
+    print(f"| stage | reference-only job | candidate job, median of {len(jobs)} |\n|---|---|---|")
     for name in (*STAGES, "total"):
-        print(f"| {name} | {statistics.median(r['seconds'].get(name, 0.0) for r in runs):.3f} |")
-    print("verdicts:", sorted({r["verdict"] for r in runs}))
+        print(f"| {name} | {reference_job['seconds'].get(name, 0.0):.3f} | "
+              f"{statistics.median(r['seconds'].get(name, 0.0) for r in jobs):.3f} |")
+    print("reference:", reference_job["reference"])
+    print("candidate jobs:", [(r["verdict"], r["runtime_ms"], r["speedup"], r["timing_n"]) for r in jobs])
     print(f"contained, {judged['workers']} workers: one sample {judged['one_s']:.2f} s ({judged['one']}), "
           f"{args.group} at once {judged['group_s']:.2f} s, ratio {judged['ratio']:.2f}; group verdicts "
           f"{sorted(set(judged['group']))}")

@@ -11,7 +11,9 @@ candidate hash, GPU, evaluator version, rule-relevant config, containment), sign
 (gpu_workers/signed_cache.py: an entry that does not verify is evaluated again); timeouts, lost
 workers, evaluator errors and memory shortages are not cached, and `use_cache=False` neither reads
 nor writes results. An evaluation that ran short of memory in a share while the candidate stayed
-within its allowance (gpu_workers/memory.py) is run once more, alone on its GPU from the start.
+within its allowance (gpu_workers/memory.py) is run once more, alone on its GPU from the start. On a
+GPU, a problem's reference is timed once by a job of its own and every sample of it is timed alone
+against those times (gpu_workers/reference_times.py keeps them, signed, per problem, GPU and settings).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from kernelzero.config import EvaluatorConfig
 from kernelzero.gpu_workers import headers, prebuilt_headers
 from kernelzero.gpu_workers.device_turns import TURNS_INSIDE, turns_dir
 from kernelzero.gpu_workers.memory import card_bytes
+from kernelzero.gpu_workers.reference_times import ReferenceTimes
 from kernelzero.gpu_workers.result import EVALUATOR_VERSION, evaluation
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.gpu_workers.ast_rules import check_source
@@ -40,7 +43,7 @@ from kernelzero.sandbox.launcher import Sandbox, SandboxUnavailable
 from kernelzero.sandbox.workspace import EXTENSIONS, PRECOMPILED
 from kernelzero.schemas import Evaluation
 from kernelzero.schemas.messages import (BUILD_LINE, CONFINED, REFUSED, BuildOutcome, Built, Job, JobAnswer,
-                                         SandboxRefusal)
+                                         ReferenceTiming, SandboxRefusal)
 
 NOT_CACHED = {"timeout", "evaluator_error"}
 NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy
@@ -109,6 +112,7 @@ class EvaluatorPool:
         self.cache_dir = Path(os.path.expanduser(self.config.cache_dir))
         self.sandbox = Sandbox(self.config, self.cache_dir)  # probed once started
         self._signed = SignedFiles(self.cache_dir)
+        self.references = ReferenceTimes(self.cache_dir, self._signed, use_disk=use_cache)
         self._workers: list[_Worker] = []
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         key_fields = {k: v for k, v in msgspec.structs.asdict(self.config).items() if k not in _CONFIG_NOT_IN_KEY}
@@ -198,9 +202,13 @@ class EvaluatorPool:
             if failure is not None:
                 self._cache_put(path, failure)
                 return failure
-        result = await self._run(problem_src, candidate_src, ext_dir, built)
+        reference = await self._reference_timing(problem_src) if self.device_type == "cuda" else None
+        if isinstance(reference, Evaluation):
+            result = msgspec.structs.replace(reference, evidence=dict(reference.evidence))
+        else:
+            result = await self._run(problem_src, candidate_src, ext_dir, built, reference=reference)
         if result.reason == "evaluation_out_of_memory" and result.evidence.get("retry_alone") == "yes":
-            result = await self._run(problem_src, candidate_src, ext_dir, built, alone=True)
+            result = await self._run(problem_src, candidate_src, ext_dir, built, alone=True, reference=reference)
         result.compile_s = round(result.compile_s + compile_s, 3)
         if ext_dir:
             result.evidence["headers"] = built.headers
@@ -232,30 +240,54 @@ class EvaluatorPool:
         result.checks = ["static"]
         return result
 
+    async def _reference_timing(self, problem_src: str) -> ReferenceTiming | Evaluation:
+        """The problem's reference timed on this GPU (reference_times.py): its times, or the failure every sample gets."""
+        async def measure() -> ReferenceTiming | Evaluation:
+            answer = await self._ask(problem_src, "", reference_only=True)
+            if answer.reference is not None:
+                return answer.reference
+            failed = answer.result
+            if failed.verdict in ("problem_error", "evaluator_error", "timeout") or failed.reason == "worker_lost":
+                return failed
+            # no candidate ran in that job: whatever ended it (a crash, an exit) was the problem's code
+            return self._base("problem_error", "reference_failed", job_verdict=f"{failed.verdict} {failed.reason}",
+                              output=failed.evidence.get("output", "")[-500:])
+
+        key = self.references.key(problem_src, self.gpu, self._config_key)
+        return await self.references.get(key, measure)
+
     async def _run(self, problem_src: str, candidate_src: str, ext_dir: str, built: Built = Built(),
-                   alone: bool = False) -> Evaluation:
+                   alone: bool = False, reference: ReferenceTiming | None = None) -> Evaluation:
+        result = (await self._ask(problem_src, candidate_src, ext_dir, built, alone, reference)).result
+        result.evidence["sandbox"] = self.sandbox.label
+        if "static" not in result.checks and self.config.static_checks:
+            result.checks = ["static", *result.checks]
+        return result
+
+    async def _ask(self, problem_src: str, candidate_src: str, ext_dir: str = "", built: Built = Built(),
+                   alone: bool = False, reference: ReferenceTiming | None = None,
+                   reference_only: bool = False) -> JobAnswer:
+        """One job on the next idle worker: its answer (a lost worker's is `worker_lost`); a refusal raises."""
         worker = await self._idle.get()
 
         def job(scratch: str, extensions: str) -> bytes:
             return msgspec.msgpack.encode(Job(
                 problem_src=problem_src, candidate_src=candidate_src, device=worker.device, scratch_dir=scratch,
                 config=self.config, gpu=self.gpu, extensions_dir=extensions, arch_list=self.arch, headers=built.mode,
-                pch=built.pch, gpu_sharing=self.gpu_sharing, alone=alone))
+                pch=built.pch, gpu_sharing=self.gpu_sharing, alone=alone, reference=reference,
+                reference_only=reference_only))
 
         try:  # the job's own timeout is the worker's; a minute more is the worker's to answer
             answer = await worker.server.ask(job, self.config.timeout_s + 60, ext_dir)
         finally:
             self._idle.put_nowait(worker)
         if answer is None:
-            return self._base("runtime_error", "worker_lost", detail="the worker died or stopped answering; replaced")
+            return JobAnswer(result=self._base("runtime_error", "worker_lost",
+                                               detail="the worker died or stopped answering; replaced"))
         outcome = msgspec.msgpack.decode(answer, type=JobAnswer)
         if outcome.refusal is not None:
             raise SandboxUnavailable(f"{self.sandbox.refusal(outcome.refusal.missing)} (this job: {outcome.refusal.in_force})")
-        result = outcome.result
-        result.evidence["sandbox"] = self.sandbox.label
-        if "static" not in result.checks and self.config.static_checks:
-            result.checks = ["static", *result.checks]
-        return result
+        return outcome
 
     async def _build(self, candidate_src: str) -> tuple[str, Built, float, Evaluation | None]:
         """(extension dir, how it was built, compile seconds, failure verdict or None); cached by source and flags.

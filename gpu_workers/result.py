@@ -22,7 +22,9 @@ from kernelzero.schemas import Evaluation
 #    checksum, outputs against references computed before import, whole or as digests); a timed call that did less
 #    work is `incorrect`. The evaluator's own copies shrink to fit the card (issue 26): cached out-of-memory results
 #    of version 5 may have been the evaluator's.
-EVALUATOR_VERSION = "kz-eval-6"
+# 7: the reference timed once per problem and GPU by a job without candidate code, the candidate alone against it
+#    (the speedup a ratio of medians, no longer of interleaved calls); timing stops at the timer's resolution.
+EVALUATOR_VERSION = "kz-eval-7"
 
 
 def evaluation(verdict: str, reason: str, **fields: Any) -> Evaluation:

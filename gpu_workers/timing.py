@@ -1,17 +1,18 @@
-"""CUDA timing: candidate, eager reference (and optionally the torch.compile'd reference) interleaved, device-wide sync, L2 flush, rotated inputs; CUDA only.
+"""CUDA timing: the sides given (the reference and its compiled form in a job of their own, or a candidate alone) timed in turn, device-wide sync, L2 flush, rotated inputs; CUDA only.
 
 Each call is bracketed by a start event and an end event recorded after a device-wide
 synchronization, so work on side streams or threads is inside the interval. The fixed cost of
 that synchronization is measured on the reference (plain stream-ordered events vs the device-wide
-bracket) and subtracted from both sides. The speedup is the median of per-repetition ratios
-(reference over candidate, timed back to back), so a clock drift during the run moves both
-sides of each ratio alike. Warm-up runs for a minimum time, not a count (an idle H200 sits at
-345 MHz), and then until the per-call times of both sides have stopped moving, so a clock still
-ramping up is not timed. What a side does before and after its call (refilling its inputs,
-judging its output: trial.py judges every candidate call, warm-up included) is outside the
-interval. Numbers are medians; they do NOT claim anything about other GPUs, clocks
-or concurrent load; a clock that drifts slower than the settling window sees is not caught, nor
-is an evaluation that runs steadily slow throughout (seen on an H200: 1-3% on both sides).
+bracket) and subtracted from every call. The reference is timed once per problem and GPU, in a job
+that runs no candidate code (gpu_workers/pool.py keeps its times); each candidate is timed alone
+and its speedup is the ratio of the two medians. Warm-up runs for a minimum time, not a count (an
+idle H200 sits at 345 MHz), and then until the per-call times have stopped moving, so a clock still
+ramping up is not timed, in either job. What a side does before and after its call (refilling its
+inputs, judging its output: trial.py judges every candidate call, warm-up included) is outside the
+interval. Numbers are medians; they do NOT claim anything about other GPUs, clocks or concurrent
+load; a clock that differs between the reference's job and the candidate's after both settled moves
+the speedup by as much (the two are no longer interleaved), and a clock that drifts slower than the
+settling window sees is not caught.
 """
 
 from __future__ import annotations
@@ -47,15 +48,14 @@ class Stats:
 
 
 @dataclass
-class Timing:
-    candidate: Stats
-    reference: Stats
-    speedup: float  # median of paired reference/candidate ratios
-    off_stream_ms: float  # the candidate's median time that its caller's stream did not wait for
+class Measured:
+    """Every side's times, the synchronization's fixed cost subtracted, and what was measured around them."""
+
+    sides: list[Stats]
+    off_stream_ms: list[float]  # per side: the median share of its call that the caller's stream did not wait for
+    sync_ms: float  # the fixed cost subtracted
     warmup_s: float  # how long warm-up ran before the per-call times settled (or its cap)
     calls: int  # calls of each side, warm-up included
-    compiled: Stats | None = None  # the torch.compile'd reference, when one was given
-    speedup_compiled: float | None = None  # median of paired compiled/candidate ratios
 
 
 def stats(samples_ms: list[float]) -> Stats:
@@ -133,20 +133,27 @@ def _warm_up(sides: list[Side], flush: torch.Tensor) -> tuple[float, int]:
             side_times.append(_one_call(side, rep, flush)[1])
 
 
-def measure(sides: list[Side], flush: torch.Tensor, *, budget_s: float, min_reps: int, max_reps: int,
-            rel_se: float) -> Timing:
-    """Interleaved timing of the candidate (sides[0]), the reference (sides[1]) and optionally the compiled reference.
+# cudaEventElapsedTime has "a resolution of around 0.5 microseconds": a standard error below it is not worth waiting for
+TIMER_RESOLUTION_MS = 0.0005
 
-    Stops once the speedup's standard error is small. `off_stream_ms` compares, per call, the end of
-    the caller's stream with the end of all device work: for stream-ordered code the two differ by the
-    synchronization's fixed cost (measured on the reference), for work left running on a side stream
-    by that work's duration. The order of the sides rotates every repetition, so none is always first
-    after the flush. Repetitions are numbered on from warm-up's, so a side's `before` sees one count.
+
+def measure(sides: list[Side], flush: torch.Tensor, *, budget_s: float, min_reps: int, max_reps: int,
+            rel_se: float, sync_ms: float | None = None) -> Measured:
+    """The sides timed in turn after a shared warm-up, until the first side's median is known well enough.
+
+    `sync_ms` is the device-wide synchronization's fixed cost, subtracted from every call; None measures
+    it on the first side, whose caller vouches that its work is stream-ordered (the reference: a
+    candidate must never set it). `off_stream_ms` compares, per call, the end of the caller's stream with
+    the end of all device work: for stream-ordered code the two differ by that fixed cost, for work left
+    running on a side stream by that work's duration. Timing stops once the first side's median is
+    known to `rel_se` of itself or to the timer's resolution, whichever is larger (`precise_enough`),
+    or at `budget_s`. The order of the sides
+    rotates every repetition, so none is always first after the flush. Repetitions are numbered on from
+    warm-up's, so a side's `before` sees one count.
     """
     warmup_s, first = _warm_up(sides, flush)
     device_ms: list[list[float]] = [[] for _ in sides]
-    sync_cost: list[float] = []
-    cand_gap: list[float] = []
+    gaps_ms: list[list[float]] = [[] for _ in sides]
     deadline = time.monotonic() + budget_s
     rep = 0
     while rep < max_reps:
@@ -154,29 +161,25 @@ def measure(sides: list[Side], flush: torch.Tensor, *, budget_s: float, min_reps
             side = (rep + k) % len(sides)
             stream_ms, total_ms = _one_call(sides[side], first + rep, flush)
             device_ms[side].append(total_ms)
-            if side == 0:
-                cand_gap.append(total_ms - stream_ms)
-            elif side == 1:
-                sync_cost.append(total_ms - stream_ms)
+            gaps_ms[side].append(total_ms - stream_ms)
         rep += 1
-        if rep >= min_reps:
-            ratios = _ratios(device_ms[0], device_ms[1], statistics.median(sync_cost))
-            se = statistics.stdev(ratios) / len(ratios) ** 0.5
-            if se <= rel_se * statistics.median(ratios) or time.monotonic() > deadline:
-                break
-    overhead = statistics.median(sync_cost)
-    cand, ref = device_ms[0], device_ms[1]
-    timing = Timing(stats([max(t - overhead, 1e-6) for t in cand]), stats([max(t - overhead, 1e-6) for t in ref]),
-                    statistics.median(_ratios(cand, ref, overhead)), max(statistics.median(cand_gap) - overhead, 0.0),
-                    warmup_s, first + rep)
-    if len(sides) > 2:
-        timing.compiled = stats([max(t - overhead, 1e-6) for t in device_ms[2]])
-        timing.speedup_compiled = statistics.median(_ratios(cand, device_ms[2], overhead))
-    return timing
+        if rep >= min_reps and (precise_enough(device_ms[0], rel_se) or time.monotonic() > deadline):
+            break
+    sync = statistics.median(gaps_ms[0]) if sync_ms is None else sync_ms
+    return Measured([stats([max(t - sync, 1e-6) for t in times]) for times in device_ms],
+                    [max(statistics.median(gaps) - sync, 0.0) for gaps in gaps_ms], sync, warmup_s, first + rep)
 
 
-def _ratios(cand: list[float], ref: list[float], overhead: float) -> list[float]:
-    return [max(r - overhead, 1e-6) / max(c - overhead, 1e-6) for c, r in zip(cand, ref)]
+def precise_enough(times_ms: list[float], rel_se: float) -> bool:
+    """Whether the median's standard error is within `rel_se` of it, or within the timer's resolution.
+
+    The error is the median's, estimated from the interquartile range (1.2533 sigma / sqrt(n), sigma =
+    IQR / 1.349 for a normal middle): a kernel of microseconds launched from Python has a tight middle
+    and a long tail of slow launches, whose standard deviation would keep it timing to the budget.
+    """
+    q = statistics.quantiles(times_ms, n=4)
+    se = 1.2533 * (q[2] - q[0]) / 1.349 / len(times_ms) ** 0.5
+    return se <= max(rel_se * statistics.median(times_ms), TIMER_RESOLUTION_MS)
 
 
 def compiled_in_process(model: torch.nn.Module) -> Callable:

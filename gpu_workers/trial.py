@@ -2,7 +2,9 @@
 
 Order matters: the problem is loaded, its inputs drawn on the device from seeds and its
 reference outputs computed (and checked for determinism and non-constancy) BEFORE candidate
-code is imported, with the comparison functions and instruments bound beforehand too. The
+code is imported, with the comparison functions and instruments bound beforehand too; so is the
+reference's timing on CUDA, unless the job brought it from a reference-only job (gpu_workers/reference_times.py
+shares one per problem and GPU): the candidate is timed alone against it. The
 candidate then sees one set of input buffers, refilled in place with new values before every call.
 Every call is judged the same way, timed or not (`_before_call`, `_judge`): the same buffers,
 poisoned memory, its inputs checked unchanged and its output against the reference computed for
@@ -43,7 +45,7 @@ from kernelzero.gpu_workers.result import ProblemFailed, evaluation
 from kernelzero.kit.problems import load_problem
 from kernelzero.kit.tracing import tensors
 from kernelzero.schemas import Evaluation
-from kernelzero.schemas.messages import Job
+from kernelzero.schemas.messages import Job, JobAnswer, ReferenceTiming
 
 CANDIDATE_MODULE = "kz_candidate"
 # work the caller's stream does not wait for (a side stream never joined back): a reader on that stream
@@ -81,6 +83,7 @@ class TrialRun:
         self.calls = 0  # the candidate's forward calls so far
         self.least = job.alone  # the retry of a shortfall keeps the least: trial 0's output whole, the rest digests
         self.ledger = MemoryLedger(self.device)
+        self.reference_timing = job.reference  # the candidate's timing is measured against it
 
     # ---- GPU memory by need (gpu_workers/memory.py) ----
     def _start_gpu(self) -> None:
@@ -225,11 +228,13 @@ class TrialRun:
         footprint, first = self._measured_reference()
         self.ledger.footprint = footprint
         self.plan = self._plan(footprint)
+        self.expected = [first]
+        if self.job.reference_only:  # its times need the model and the inputs; each candidate's job checks the rest
+            return
         check = compare.compare_outputs(first, self._reference(self.sets.values(0)), self.cfg.rtol / 10,
                                         self.cfg.atol / 10)  # read as returned: nothing else runs in between
         if not check.ok:
             raise ProblemFailed("non_deterministic", check.detail)
-        self.expected = [first]
         natives = [_constancy(first)]
         for s in range(1, len(self.sets.names)):  # one output at a time: copied whole, or only its digest kept
             out = self._reference(self.sets.values(s))
@@ -539,54 +544,61 @@ class TrialRun:
         self.checks.append("profiler")
         return own
 
-    def _compiled_reference(self) -> Callable | None:
-        """The reference through torch.compile, compiled by one call here; None (with the reason) where that fails.
+    # ---- timing (timing.py): the reference before candidate code exists here, the candidate alone against it ----
+    def _timed_set(self, rep: int) -> int:
+        first = self.sets.trials
+        return first + rep % (len(self.sets.names) - first)
 
-        Compiling patches torch.nn.Module itself (dynamo's mutation tracking) and may start threads, so
-        the integrity baseline is taken again afterwards, once everything the candidate changed until
-        now has been checked; only our compile runs in between.
-        """
-        self._check_integrity("before_compile")
+    def _compiled_reference(self) -> tuple[Callable | None, str]:
+        """The reference through torch.compile, compiled by one call here; None and the reason where that fails."""
         try:
             compiled = timing.compiled_in_process(self.ref_model)
             with torch.no_grad():
-                compiled(*self.buffers)
+                compiled(*self.sets.values(0))
             self._sync()
-            return compiled
+            return compiled, ""
         except Exception as exc:  # the eager reference still times; only the compiled comparison is missing
-            self.result.evidence["compile_reference"] = f"failed: {short(exc)}"[:500]
-            return None
-        finally:
-            self.snapshot = instruments.integrity_snapshot()
-            self.threads = instruments.threads()
+            return None, f"failed: {short(exc)}"[:500]
 
-    def _timed_sides(self, compiled: Callable | None) -> list[timing.Side]:
-        """The candidate judged on every call like a trial; the references on the same set, refilled before each call.
+    def time_reference(self) -> None:
+        """The reference's times on this GPU (eager, and compiled when asked for), unless the job brought them.
 
-        One wrapper frame on every side, so that its cost cancels out; what the references raise now,
-        after the candidate ran, is blamed like the rest.
+        Measured before candidate code exists in this process, so that the times a reference-only job
+        answers (gpu_workers/reference_times.py shares them with every sample of the problem) are the
+        reference's alone; its sets are refilled before each call as the candidate's are.
         """
-        first = self.sets.trials
-
-        def timed_set(rep: int) -> int:
-            return first + rep % (len(self.sets.names) - first)
+        if self.device.type != "cuda" or self.reference_timing is not None:
+            return
+        self.stage = "reference_timing"
+        compiled, compile_error = self._compiled_reference() if self.cfg.time_compiled_reference else (None, "")
+        buffers = self.sets.values(0)
 
         def refilled(rep: int) -> list[Any]:
-            return self._refill(timed_set(rep))
+            problem_call(self.sets.refill, buffers, self._timed_set(rep))
+            return buffers
 
+        sides = [timing.Side(functools.partial(problem_call, self.ref_model), refilled)]
+        if compiled is not None:
+            sides.append(timing.Side(functools.partial(problem_call, compiled), refilled))
+        with torch.no_grad(), self.turns.exclusive():
+            measured = timing.measure(sides, timing.flush_buffer(), budget_s=self.cfg.timing_budget_s,
+                                      min_reps=self.cfg.timing_min_reps, max_reps=self.cfg.timing_max_reps,
+                                      rel_se=self.cfg.timing_rel_se)
+        eager = measured.sides[0]
+        self.reference_timing = ReferenceTiming(
+            eager_ms=eager.median_ms, eager_iqr_ms=eager.iqr_ms, n=eager.n, sync_ms=measured.sync_ms,
+            warmup_s=measured.warmup_s, compiled_ms=measured.sides[1].median_ms if compiled is not None else 0.0,
+            compile_error=compile_error)
+        del buffers, compiled, sides
+        self.checks.append("reference_timing")
+
+    def _timed_candidate(self) -> timing.Side:
+        """The candidate judged on every call like a trial, on the timing sets in turn."""
         def candidate(*args: Any) -> Any:
             return self._candidate_call("timing", self.model, *args)
 
-        def reference(*args: Any) -> Any:
-            return self.ref_model(*args)
-
-        def compiled_reference(*args: Any) -> Any:
-            return compiled(*args)
-
-        sides = [timing.Side(candidate, lambda rep: self._before_call(timed_set(rep)),
-                             lambda rep, out: self._judge(timed_set(rep), out)),
-                 timing.Side(reference, refilled)]
-        return sides + ([timing.Side(compiled_reference, refilled)] if compiled is not None else [])
+        return timing.Side(candidate, lambda rep: self._before_call(self._timed_set(rep)),
+                           lambda rep, out: self._judge(self._timed_set(rep), out))
 
     def time_it(self) -> None:
         """Timed calls, every output judged; on the CPU the same calls judged without a clock (no timing claims)."""
@@ -594,30 +606,32 @@ class TrialRun:
         calls = self.calls
         if self.device.type != "cuda":
             with torch.no_grad():  # as every other call (tests/evaluator/candidates/timed_call_context.py tells)
-                timing.untimed(self._timed_sides(None)[0], self.cfg.cpu_timed_calls)
+                timing.untimed(self._timed_candidate(), self.cfg.cpu_timed_calls)
             self.checks.append(f"timed_calls_judged:{self.calls - calls}")
             return
-        compiled = self._compiled_reference() if self.cfg.time_compiled_reference else None
         with torch.no_grad(), self.turns.exclusive():
             measured = timing.measure(
-                self._timed_sides(compiled), self.flush, budget_s=self.cfg.timing_budget_s,
-                min_reps=self.cfg.timing_min_reps, max_reps=self.cfg.timing_max_reps, rel_se=self.cfg.timing_rel_se)
+                [self._timed_candidate()], self.flush, budget_s=self.cfg.timing_budget_s,
+                min_reps=self.cfg.timing_min_reps, max_reps=self.cfg.timing_max_reps, rel_se=self.cfg.timing_rel_se,
+                sync_ms=self.reference_timing.sync_ms)
         self._check_integrity("timing")
         self.checks.append(f"timed_calls_judged:{self.calls - calls}")
         self._record(measured)
 
-    def _record(self, measured: timing.Timing) -> None:
+    def _record(self, measured: timing.Measured) -> None:
         """The timing's numbers in the result; a side stream left unjoined or a time beyond physics rejected."""
-        r, cand = self.result, measured.candidate
+        r, cand, ref = self.result, measured.sides[0], self.reference_timing
+        off_stream_ms = measured.off_stream_ms[0]
         r.runtime_ms, r.runtime_iqr_ms, r.timing_n = cand.median_ms, cand.iqr_ms, cand.n
-        r.ref_eager_ms = measured.reference.median_ms
-        r.speedup = measured.speedup
-        if measured.compiled is not None:
-            r.ref_compile_ms, r.speedup_compile = measured.compiled.median_ms, measured.speedup_compiled
-        r.evidence["off_stream_ms"] = f"{measured.off_stream_ms:.4g}"
+        r.ref_eager_ms, r.speedup = ref.eager_ms, ref.eager_ms / cand.median_ms
+        if ref.compiled_ms:
+            r.ref_compile_ms, r.speedup_compile = ref.compiled_ms, ref.compiled_ms / cand.median_ms
+        if ref.compile_error:
+            r.evidence["compile_reference"] = ref.compile_error
+        r.evidence["off_stream_ms"] = f"{off_stream_ms:.4g}"
         r.evidence["warmup_s"] = f"{measured.warmup_s:.3g}"
-        if measured.off_stream_ms > max(UNJOINED_MIN_MS, UNJOINED_SHARE * cand.median_ms):
-            raise EarlyVerdict("rejected", "unjoined_stream", off_stream_ms=f"{measured.off_stream_ms:.4g}",
+        if off_stream_ms > max(UNJOINED_MIN_MS, UNJOINED_SHARE * cand.median_ms):
+            raise EarlyVerdict("rejected", "unjoined_stream", off_stream_ms=f"{off_stream_ms:.4g}",
                                runtime_ms=f"{cand.median_ms:.4g}",
                                detail="forward returned before its work was ordered on the caller's stream")
         moved = nbytes(self.buffers) + nbytes(self.expected[0])
@@ -665,6 +679,9 @@ class TrialRun:
         if self.device.type == "cuda":
             self._start_gpu()
         self.prepare_reference()
+        self.time_reference()
+        if self.job.reference_only:
+            return
         if self.device.type == "cuda":
             self.count_ref_flops()
         self.import_candidate()
@@ -703,14 +720,18 @@ def _constancy(out: list[Any]) -> tuple[bool, list[tuple[int, ...]], list[Any]]:
     return constant, shapes, heads
 
 
-def run_job(job: Job) -> Evaluation:
-    """The job's result; an exception of ours that escaped `TrialRun.run` is `evaluator_error`."""
+def run_job(job: Job) -> JobAnswer:
+    """The job's result, or a reference-only job's times; an exception of ours that escaped `TrialRun.run` is `evaluator_error`."""
     try:
-        return TrialRun(job).run()
+        run = TrialRun(job)
+        result = run.run()
+        if job.reference_only and result.verdict == "correct" and run.reference_timing is not None:
+            return JobAnswer(reference=run.reference_timing)
+        return JobAnswer(result=result)
     except BaseException as exc:  # noqa: BLE001  (Evaluation blames what the candidate or problem raised)
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        return evaluation("evaluator_error", "exception", device=torch.device(job.device).type, gpu=job.gpu,
-                          evidence={"stage": "run_job", "traceback": trace[-2000:]})
+        return JobAnswer(result=evaluation("evaluator_error", "exception", device=torch.device(job.device).type,
+                                           gpu=job.gpu, evidence={"stage": "run_job", "traceback": trace[-2000:]}))
 
 
 @contextlib.contextmanager

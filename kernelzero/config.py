@@ -79,7 +79,7 @@ class EvaluatorConfig(Section):
     static_checks: bool = True  # AST rules; off only to test the run-time defences behind them
     allowed_torch_ops: list[str] = msgspec.field(default_factory=lambda: [  # aten compute allowed beside a custom kernel
         "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution"])
-    timing_rel_se: float = 0.002  # stop timing once the speedup's standard error is this share of it
+    timing_rel_se: float = 0.002  # stop timing once the median's standard error is this share of it (or 0.5 us)
     timing_input_sets: int = 4  # input sets rotated between timed calls
     physical_slack: float = 0.5  # reject runtimes below this share of the bytes/bandwidth, flops/peak bound
     # what the evaluator may use of a GPU's memory (torch caching allocator): workers sharing the GPU each
@@ -87,7 +87,7 @@ class EvaluatorConfig(Section):
     gpu_memory_fraction: float = 0.9
     # evaluate as if the GPU had this many GB (0: its own size): the plan for a smaller card, tested on any card
     gpu_memory_cap_gb: float = 0.0
-    time_compiled_reference: bool = False  # also time torch.compile(reference), interleaved (KernelBench reports both)
+    time_compiled_reference: bool = False  # also time torch.compile(reference), once per problem (KernelBench reports both)
     # containment of candidate processes (kernelzero/sandbox/launcher.py, confine.py; docs/evaluator.md, Containment)
     sandbox: bool = True  # off only to measure what containment costs; needs require_sandbox = false
     require_sandbox: bool | Literal["auto"] = "auto"  # auto: required wherever bwrap is found

@@ -7,8 +7,9 @@ Who sends each to whom (events between stages are schemas/events.py's, on the lo
   runs, or REFUSED and a SandboxRefusal as JSON and runs nothing; the start-up probe
   (kernelzero/sandbox/probe.py) prints a ProbeReport to its launcher (kernelzero/sandbox/launcher.py);
 - the evaluator's pool (gpu_workers/pool.py) sends a Job to a worker (gpu_workers/zygote.py, msgpack),
-  which answers a JobAnswer; a build process (gpu_workers/build.py) prints BUILD_LINE and its
-  BuildOutcome as JSON; the pool keeps how a candidate's extensions were Built beside them;
+  which answers a JobAnswer (a reference-only job's holds the problem's ReferenceTiming); a build process
+  (gpu_workers/build.py) prints BUILD_LINE and its BuildOutcome as JSON; the pool keeps how a candidate's
+  extensions were Built beside them;
 - the validator (consumers/validator.py) sends a ValidationRequest to its fork server
   (consumers/validator_child.py, msgpack), which answers a ValidationAnswer holding a ModuleVerdict;
 - the trainer's rank 0 (consumers/data_parallel.py) sends every other rank a RankOrder (msgpack, through
@@ -67,8 +68,20 @@ class Confinement(msgspec.Struct, frozen=True, kw_only=True):
 BUILD_LINE = "KZ_BUILD "  # a build process's last line: this, then its BuildOutcome as JSON
 
 
+class ReferenceTiming(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The reference's times on one GPU, measured by a job that ran no candidate code; the pool keeps it per problem and GPU."""
+
+    eager_ms: float  # median of the timed calls, the synchronization's fixed cost subtracted
+    eager_iqr_ms: float
+    n: int
+    sync_ms: float  # the device-wide synchronization's fixed cost, measured on the reference's calls
+    warmup_s: float
+    compiled_ms: float = 0.0  # the torch.compile'd reference, when timed (0: not asked for, or its compile failed)
+    compile_error: str = ""
+
+
 class Job(msgspec.Struct, kw_only=True):
-    """The pool to a worker (msgpack over its stdin): one evaluation."""
+    """The pool to a worker (msgpack over its stdin): one evaluation, or with `reference_only` the reference's timing alone."""
 
     problem_src: str
     candidate_src: str
@@ -82,12 +95,15 @@ class Job(msgspec.Struct, kw_only=True):
     pch: str = ""  # the precompiled header the build passed to g++ (its path is part of the build's hash)
     gpu_sharing: int = 1  # evaluator workers sharing this GPU: each has a share of its memory (memory.py)
     alone: bool = False  # take the GPU alone from the start: the retry of an evaluation that ran short of memory
+    reference: ReferenceTiming | None = None  # the reference's times from a reference-only job; None: timed before import
+    reference_only: bool = False  # prepare and time the reference, then answer its ReferenceTiming (no candidate)
 
 
 class JobAnswer(msgspec.Struct, omit_defaults=True):
     """A worker to the pool (msgpack, signed by the job's child): the job's result, or its refusal to run."""
 
     result: Evaluation | None = None  # stamped with the evaluator's version (gpu_workers/result.py)
+    reference: ReferenceTiming | None = None  # a reference-only job's answer when the reference could be timed
     refusal: SandboxRefusal | None = None
 
 

@@ -1,11 +1,11 @@
-"""The timing rules that need no GPU: when warm-up counts per-call times as settled; the compiled reference starts no thread."""
+"""The timing rules that need no GPU: when warm-up counts per-call times as settled, when timing has enough calls; the compiled reference starts no thread."""
 
 import json
 import os
 import subprocess
 import sys
 
-from kernelzero.gpu_workers.timing import SETTLE_WINDOW, settled
+from kernelzero.gpu_workers.timing import SETTLE_WINDOW, TIMER_RESOLUTION_MS, precise_enough, settled
 
 COMPILE_ON_A_BIG_HOST = """
 import json
@@ -65,3 +65,24 @@ def test_the_compiled_reference_starts_no_thread(tmp_path):
     # tqdm starts its monitor with its first bar, inside the compile, before the trial takes its baseline again;
     # a compile pool starts its threads when it likes
     assert [name for name in json.loads(run.stdout.splitlines()[-1]) if name != "tqdm_monitor"] == []
+
+
+def test_a_microsecond_kernel_stops_at_the_timers_resolution():
+    # 5 us +- 1 us: 0.2% of its median (0.01 us) is far below what the clock resolves; 20 calls are enough
+    jitter = [0.004, 0.005, 0.006, 0.005] * 5
+    assert precise_enough(jitter, 0.002)
+    assert not precise_enough(jitter[:2] * 2 + [0.050] * 2, 0.002)  # a spread of 23 us is not
+    assert TIMER_RESOLUTION_MS == 0.0005
+
+
+def test_a_millisecond_kernel_waits_for_its_relative_error():
+    jitter = [1.00, 1.02, 0.98, 1.01, 0.99] * 4  # 1 ms +- 2%: the median's standard error about 0.4% at 20 calls
+    assert not precise_enough(jitter, 0.002)
+    assert precise_enough(jitter * 5, 0.002)  # and 0.19% at 100
+
+
+def test_a_tail_of_slow_launches_does_not_keep_a_tight_kernel_timing():
+    # 40 us +- 1 us, one call in ten 150 us (a launch the CPU was late for): the tail's standard deviation alone
+    # would put the error at 7.6 us, fifteen times the clock's resolution
+    tail = [0.040, 0.041, 0.039, 0.040, 0.042, 0.040, 0.039, 0.041, 0.040, 0.150] * 2
+    assert precise_enough(tail, 0.002)

@@ -203,12 +203,12 @@ class EvaluatorPool:
                 self._cache_put(path, failure)
                 return failure
         reference = await self._reference_timing(problem_src) if self.device_type == "cuda" else None
-        if isinstance(reference, Evaluation):
+        if isinstance(reference, Evaluation):  # every sample of the problem gets the reference's failure
             result = msgspec.structs.replace(reference, evidence=dict(reference.evidence))
         else:
             result = await self._run(problem_src, candidate_src, ext_dir, built, reference=reference)
-        if result.reason == "evaluation_out_of_memory" and result.evidence.get("retry_alone") == "yes":
-            result = await self._run(problem_src, candidate_src, ext_dir, built, alone=True, reference=reference)
+            if result.reason == "evaluation_out_of_memory" and result.evidence.get("retry_alone") == "yes":
+                result = await self._run(problem_src, candidate_src, ext_dir, built, alone=True, reference=reference)
         result.compile_s = round(result.compile_s + compile_s, 3)
         if ext_dir:
             result.evidence["headers"] = built.headers
@@ -248,6 +248,7 @@ class EvaluatorPool:
                 return answer.reference
             failed = answer.result
             if failed.verdict in ("problem_error", "evaluator_error", "timeout") or failed.reason == "worker_lost":
+                failed.evidence.setdefault("sandbox", self.sandbox.label)
                 return failed
             # no candidate ran in that job: whatever ended it (a crash, an exit) was the problem's code
             return self._base("problem_error", "reference_failed", job_verdict=f"{failed.verdict} {failed.reason}",

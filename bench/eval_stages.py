@@ -1,6 +1,7 @@
 """Where one evaluation's time goes on a GPU, and what judging a group of G samples of one module costs against one sample.
 
 Usage: python bench/eval_stages.py --problem PROBLEM.py --candidate CANDIDATE.py --out DIR [--reps 3] [--group 8]
+       [--profile]
 
 Two parts, on one problem and one Triton candidate:
 - stages: jobs run as a worker runs them (a fork of a process that imported torch and Triton, CUDA not yet
@@ -10,6 +11,8 @@ Two parts, on one problem and one Triton candidate:
   then `--group` variants of it at once, each against a new module (the problem with a comment added: its
   reference is timed again, as a new module's is); each variant's kernel carries a different comment, so Triton
   compiles it again as it would a different sample's. Wall of each and their ratio (issue 27's target: at most 3x).
+With --profile the candidate jobs run under cProfile (slower: read its shares, not its seconds): DIR/profile.txt
+holds the first one's functions by own time; `--group 0` skips the group.
 It changes no verdict and is not a test: a verdict other than `correct` is reported, not asserted.
 Writes DIR/stages.json and prints a table last.
 """
@@ -29,9 +32,13 @@ STAGES = ("_start_gpu", "prepare_reference", "time_reference", "count_ref_flops"
           "proof_of_work", "time_it")
 
 
-def timed_job(problem_src: str, candidate_src: str, reference: bytes, queue) -> None:
+def timed_job(problem_src: str, candidate_src: str, reference: bytes, profile: bool, queue) -> None:
     """One job in this fork (reference-only when `reference` is empty, else bringing those times as msgpack):
-    every stage's seconds, the verdict and the reference's times, put on `queue`."""
+    every stage's seconds, the verdict and the reference's times (and its profile, when asked), put on `queue`."""
+    import cProfile
+    import io
+    import pstats
+
     import msgspec
     import torch
     from kernelzero.config import EvaluatorConfig
@@ -61,14 +68,19 @@ def timed_job(problem_src: str, candidate_src: str, reference: bytes, queue) -> 
                   config=EvaluatorConfig(), gpu=torch.cuda.get_device_name(0), reference_only=not reference,
                   reference=msgspec.msgpack.decode(reference, type=ReferenceTiming) if reference else None)
         run = TimedRun(job)
-        result = run.run()
+        profiler = cProfile.Profile() if profile else None
+        result = run.run() if profiler is None else profiler.runcall(run.run)
     seconds["total"] = time.perf_counter() - start
+    text = io.StringIO()
+    if profiler is not None:
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(40)
     queue.put({"verdict": f"{result.verdict} {result.reason}", "seconds": seconds,
                "reference": msgspec.msgpack.encode(run.reference_timing) if run.reference_timing else b"",
-               "speedup": result.speedup, "runtime_ms": result.runtime_ms, "timing_n": result.timing_n})
+               "speedup": result.speedup, "runtime_ms": result.runtime_ms, "timing_n": result.timing_n,
+               "profile": text.getvalue()})
 
 
-def stages(problem_src: str, candidate_src: str, reps: int) -> list[dict]:
+def stages(problem_src: str, candidate_src: str, reps: int, profile: bool = False) -> list[dict]:
     """The reference-only job's stages, then `reps` candidate jobs' that bring its times."""
     import msgspec
     from kernelzero.gpu_workers import trial
@@ -81,7 +93,8 @@ def stages(problem_src: str, candidate_src: str, reps: int) -> list[dict]:
 
     def forked(reference: bytes) -> dict:
         queue = context.Queue()
-        child = context.Process(target=timed_job, args=(problem_src, candidate_src, reference, queue))
+        child = context.Process(target=timed_job, args=(problem_src, candidate_src, reference,
+                                                        profile and bool(reference), queue))
         child.start()
         answer = queue.get()
         child.join()
@@ -132,12 +145,16 @@ def main() -> None:
     parser.add_argument("--candidate", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--reps", type=int, default=3, help="uncontained jobs timed by stage")
-    parser.add_argument("--group", type=int, default=8, help="samples judged at once, G")
+    parser.add_argument("--group", type=int, default=8, help="samples judged at once, G (0: no group)")
+    parser.add_argument("--profile", action="store_true", help="candidate jobs under cProfile: DIR/profile.txt")
     args = parser.parse_args()
     problem_src, candidate_src = args.problem.read_text(), args.candidate.read_text()
-    runs = stages(problem_src, candidate_src, args.reps)
-    judged = asyncio.run(group(problem_src, candidate_src, args.group))
+    runs = stages(problem_src, candidate_src, args.reps, args.profile)
+    judged = asyncio.run(group(problem_src, candidate_src, args.group)) if args.group else {}
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        (args.out / "profile.txt").write_text(runs[1]["profile"])
+        print("\n".join(runs[1]["profile"].splitlines()[:45]))
     (args.out / "stages.json").write_text(json.dumps({"stages": runs, "group": judged}, indent=1))
     reference_job, jobs = runs[0], runs[1:]
     print(f"| stage | reference-only job | candidate job, median of {len(jobs)} |\n|---|---|---|")
@@ -146,6 +163,8 @@ def main() -> None:
               f"{statistics.median(r['seconds'].get(name, 0.0) for r in jobs):.3f} |")
     print("reference:", reference_job["reference"])
     print("candidate jobs:", [(r["verdict"], r["runtime_ms"], r["speedup"], r["timing_n"]) for r in jobs])
+    if not judged:
+        return
     print(f"contained, {judged['workers']} workers: one sample {judged['one_s']:.2f} s ({judged['one']}), "
           f"{args.group} at once {judged['group_s']:.2f} s, ratio {judged['ratio']:.2f}; group verdicts "
           f"{sorted(set(judged['group']))}")

@@ -23,7 +23,8 @@ from kernelzero.schemas import Evaluation
 #    work is `incorrect`. The evaluator's own copies shrink to fit the card (issue 26): cached out-of-memory results
 #    of version 5 may have been the evaluator's.
 # 7: the reference timed once per problem and GPU by a job without candidate code, the candidate alone against it
-#    (the speedup a ratio of medians, no longer of interleaved calls); timing stops at the timer's resolution.
+#    (the speedup a ratio of medians, no longer of interleaved calls; the synchronization's cost measured beside
+#    the candidate on a spin kernel of ours); timing stops at the timer's resolution.
 EVALUATOR_VERSION = "kz-eval-7"
 
 

@@ -2,8 +2,10 @@
 
 Each call is bracketed by a start event and an end event recorded after a device-wide
 synchronization, so work on side streams or threads is inside the interval. The fixed cost of
-that synchronization is measured on the reference (plain stream-ordered events vs the device-wide
-bracket) and subtracted from every call. The reference is timed once per problem and GPU, in a job
+that synchronization is measured (plain stream-ordered events vs the device-wide bracket) on a
+trusted stream-ordered call timed beside the measured one in the same process, under the same load:
+the reference itself in its own job, a spin kernel of ours (`sync_probe`) beside a candidate, and
+subtracted from every call. The reference is timed once per problem and GPU, in a job
 that runs no candidate code (gpu_workers/pool.py keeps its times); each candidate is timed alone
 and its speedup is the ratio of the two medians. Warm-up runs for a minimum time, not a count (an
 idle H200 sits at 345 MHz), and then until the per-call times have stopped moving, so a clock still
@@ -133,17 +135,27 @@ def _warm_up(sides: list[Side], flush: torch.Tensor) -> tuple[float, int]:
             side_times.append(_one_call(side, rep, flush)[1])
 
 
+PROBE_CYCLES = 100_000  # about 50 us at an H100's clock: long enough that the CPU waits in the synchronization
+_cuda_sleep = torch._C._cuda_sleep  # bound before candidate code loads (trial.py), like compare.py's functions
+
+
+def sync_probe() -> Side:
+    """A stream-ordered call of ours that spins on the device: the synchronization's cost beside a candidate, which
+    cannot be trusted to measure it (work it leaves on a side stream would pass for that cost)."""
+    return Side(lambda: _cuda_sleep(PROBE_CYCLES), lambda rep: [])
+
+
 # cudaEventElapsedTime has "a resolution of around 0.5 microseconds": a standard error below it is not worth waiting for
 TIMER_RESOLUTION_MS = 0.0005
 
 
 def measure(sides: list[Side], flush: torch.Tensor, *, budget_s: float, min_reps: int, max_reps: int,
-            rel_se: float, sync_ms: float | None = None) -> Measured:
+            rel_se: float, sync_side: int = 0) -> Measured:
     """The sides timed in turn after a shared warm-up, until the first side's median is known well enough.
 
-    `sync_ms` is the device-wide synchronization's fixed cost, subtracted from every call; None measures
-    it on the first side, whose caller vouches that its work is stream-ordered (the reference: a
-    candidate must never set it). `off_stream_ms` compares, per call, the end of the caller's stream with
+    The device-wide synchronization's fixed cost, subtracted from every call, is measured on
+    `sides[sync_side]`, whose caller vouches that its work is stream-ordered (the reference, or
+    `sync_probe`: never a candidate). `off_stream_ms` compares, per call, the end of the caller's stream with
     the end of all device work: for stream-ordered code the two differ by that fixed cost, for work left
     running on a side stream by that work's duration. Timing stops once the first side's median is
     known to `rel_se` of itself or to the timer's resolution, whichever is larger (`precise_enough`),
@@ -165,7 +177,7 @@ def measure(sides: list[Side], flush: torch.Tensor, *, budget_s: float, min_reps
         rep += 1
         if rep >= min_reps and (precise_enough(device_ms[0], rel_se) or time.monotonic() > deadline):
             break
-    sync = statistics.median(gaps_ms[0]) if sync_ms is None else sync_ms
+    sync = statistics.median(gaps_ms[sync_side])
     return Measured([stats([max(t - sync, 1e-6) for t in times]) for times in device_ms],
                     [max(statistics.median(gaps) - sync, 0.0) for gaps in gaps_ms], sync, warmup_s, first + rep)
 

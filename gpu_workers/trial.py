@@ -586,8 +586,7 @@ class TrialRun:
                                       rel_se=self.cfg.timing_rel_se)
         eager = measured.sides[0]
         self.reference_timing = ReferenceTiming(
-            eager_ms=eager.median_ms, eager_iqr_ms=eager.iqr_ms, n=eager.n, sync_ms=measured.sync_ms,
-            warmup_s=measured.warmup_s, compiled_ms=measured.sides[1].median_ms if compiled is not None else 0.0,
+            eager_ms=eager.median_ms, eager_iqr_ms=eager.iqr_ms, n=eager.n, warmup_s=measured.warmup_s, compiled_ms=measured.sides[1].median_ms if compiled is not None else 0.0,
             compile_error=compile_error)
         del buffers, compiled, sides
         self.checks.append("reference_timing")
@@ -611,9 +610,9 @@ class TrialRun:
             return
         with torch.no_grad(), self.turns.exclusive():
             measured = timing.measure(
-                [self._timed_candidate()], self.flush, budget_s=self.cfg.timing_budget_s,
+                [self._timed_candidate(), timing.sync_probe()], self.flush, budget_s=self.cfg.timing_budget_s,
                 min_reps=self.cfg.timing_min_reps, max_reps=self.cfg.timing_max_reps, rel_se=self.cfg.timing_rel_se,
-                sync_ms=self.reference_timing.sync_ms)
+                sync_side=1)
         self._check_integrity("timing")
         self.checks.append(f"timed_calls_judged:{self.calls - calls}")
         self._record(measured)

@@ -71,10 +71,9 @@ BUILD_LINE = "KZ_BUILD "  # a build process's last line: this, then its BuildOut
 class ReferenceTiming(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The reference's times on one GPU, measured by a job that ran no candidate code; the pool keeps it per problem and GPU."""
 
-    eager_ms: float  # median of the timed calls, the synchronization's fixed cost subtracted
+    eager_ms: float  # median of the timed calls, the synchronization's fixed cost (measured on them) subtracted
     eager_iqr_ms: float
     n: int
-    sync_ms: float  # the device-wide synchronization's fixed cost, measured on the reference's calls
     warmup_s: float
     compiled_ms: float = 0.0  # the torch.compile'd reference, when timed (0: not asked for, or its compile failed)
     compile_error: str = ""

@@ -33,7 +33,7 @@ class Reference:
 
 
 def timing(ms: float) -> ReferenceTiming:
-    return ReferenceTiming(eager_ms=ms, eager_iqr_ms=0.01, n=40, sync_ms=0.008, warmup_s=0.3)
+    return ReferenceTiming(eager_ms=ms, eager_iqr_ms=0.01, n=40, warmup_s=0.3)
 
 
 def settings_key(**config) -> str:

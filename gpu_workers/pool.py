@@ -167,6 +167,10 @@ class EvaluatorPool:
                         self._config_key, self.sandbox.label])
         return self.cache_dir / "results" / f"{sha256(key)}.json"
 
+    def _reference_key(self, problem_src: str) -> str:
+        """Whose reference times: the problem's text, this GPU, this evaluator and its settings (seed included)."""
+        return sha256("|".join([sha256(problem_src), self.gpu, EVALUATOR_VERSION, self._config_key]))
+
     def _cache_get(self, path: Path) -> Evaluation | None:
         payload = self._signed.read(path) if self.use_cache else None
         if payload is None:
@@ -254,8 +258,7 @@ class EvaluatorPool:
             return self._base("problem_error", "reference_failed", job_verdict=f"{failed.verdict} {failed.reason}",
                               output=failed.evidence.get("output", "")[-500:])
 
-        key = self.references.key(problem_src, self.gpu, self._config_key)
-        return await self.references.get(key, measure)
+        return await self.references.get(self._reference_key(problem_src), measure)
 
     async def _run(self, problem_src: str, candidate_src: str, ext_dir: str, built: Built = Built(),
                    alone: bool = False, reference: ReferenceTiming | None = None) -> Evaluation:

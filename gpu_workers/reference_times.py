@@ -10,22 +10,16 @@ kept: the next evaluation of the problem asks again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from pathlib import Path
 from typing import Awaitable, Callable
 
 import msgspec
 
-from kernelzero.gpu_workers.result import EVALUATOR_VERSION
 from kernelzero.gpu_workers.signed_cache import SignedFiles
 from kernelzero.schemas import Evaluation
 from kernelzero.schemas.messages import ReferenceTiming
 
 Measure = Callable[[], Awaitable["ReferenceTiming | Evaluation"]]  # the reference-only job: its times, or its failure
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class ReferenceTimes:
@@ -34,14 +28,9 @@ class ReferenceTimes:
         self.signed = signed
         self.use_disk = use_disk
         self._pending: dict[str, asyncio.Future] = {}
-        self.measured = 0  # reference-only jobs this store asked for (kept, or failed)
-
-    def key(self, problem_src: str, gpu: str, settings_key: str) -> str:
-        """Whose times these are: the problem's text, the GPU's name, this evaluator and its settings (seed included)."""
-        return _sha256("|".join([_sha256(problem_src), gpu, EVALUATOR_VERSION, settings_key]))
 
     async def get(self, key: str, measure: Measure) -> ReferenceTiming | Evaluation:
-        """The times under `key`: kept on disk, being measured for another evaluation, or measured now by `measure`."""
+        """The times under `key` (a file name: the pool's hash of whose times they are): kept on disk, being measured for another evaluation, or measured now by `measure`."""
         pending = self._pending.get(key)
         if pending is None:
             pending = self._pending[key] = asyncio.ensure_future(self._load_or_measure(key, measure))
@@ -66,7 +55,6 @@ class ReferenceTimes:
                 return msgspec.json.decode(payload, type=ReferenceTiming)
             except msgspec.DecodeError:
                 pass
-        self.measured += 1
         outcome = await measure()
         if isinstance(outcome, ReferenceTiming) and self.use_disk:
             self.folder.mkdir(parents=True, exist_ok=True)

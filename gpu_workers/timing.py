@@ -6,7 +6,7 @@ that synchronization is measured (plain stream-ordered events vs the device-wide
 trusted stream-ordered call timed beside the measured one in the same process, under the same load:
 the reference itself in its own job, a spin kernel of ours (`sync_probe`) beside a candidate, and
 subtracted from every call. The reference is timed once per problem and GPU, in a job
-that runs no candidate code (gpu_workers/pool.py keeps its times); each candidate is timed alone
+that runs no candidate code (gpu_workers/reference_times.py keeps its times); each candidate is timed alone
 and its speedup is the ratio of the two medians. Warm-up runs for a minimum time, not a count (an
 idle H200 sits at 345 MHz), and then until the per-call times have stopped moving, so a clock still
 ramping up is not timed, in either job. What a side does before and after its call (refilling its
@@ -55,7 +55,6 @@ class Measured:
 
     sides: list[Stats]
     off_stream_ms: list[float]  # per side: the median share of its call that the caller's stream did not wait for
-    sync_ms: float  # the fixed cost subtracted
     warmup_s: float  # how long warm-up ran before the per-call times settled (or its cap)
     calls: int  # calls of each side, warm-up included
 
@@ -159,9 +158,8 @@ def measure(sides: list[Side], flush: torch.Tensor, *, budget_s: float, min_reps
     the end of all device work: for stream-ordered code the two differ by that fixed cost, for work left
     running on a side stream by that work's duration. Timing stops once the first side's median is
     known to `rel_se` of itself or to the timer's resolution, whichever is larger (`precise_enough`),
-    or at `budget_s`. The order of the sides
-    rotates every repetition, so none is always first after the flush. Repetitions are numbered on from
-    warm-up's, so a side's `before` sees one count.
+    or at `budget_s`. The order of the sides rotates every repetition, so none is always first after
+    the flush. Repetitions are numbered on from warm-up's, so a side's `before` sees one count.
     """
     warmup_s, first = _warm_up(sides, flush)
     device_ms: list[list[float]] = [[] for _ in sides]
@@ -179,7 +177,7 @@ def measure(sides: list[Side], flush: torch.Tensor, *, budget_s: float, min_reps
             break
     sync = statistics.median(gaps_ms[sync_side])
     return Measured([stats([max(t - sync, 1e-6) for t in times]) for times in device_ms],
-                    [max(statistics.median(gaps) - sync, 0.0) for gaps in gaps_ms], sync, warmup_s, first + rep)
+                    [max(statistics.median(gaps) - sync, 0.0) for gaps in gaps_ms], warmup_s, first + rep)
 
 
 def precise_enough(times_ms: list[float], rel_se: float) -> bool:

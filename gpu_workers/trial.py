@@ -549,12 +549,12 @@ class TrialRun:
         first = self.sets.trials
         return first + rep % (len(self.sets.names) - first)
 
-    def _compiled_reference(self) -> tuple[Callable | None, str]:
-        """The reference through torch.compile, compiled by one call here; None and the reason where that fails."""
+    def _compiled_reference(self, inputs: list[Any]) -> tuple[Callable | None, str]:
+        """The reference through torch.compile, compiled by one call on `inputs`; None and the reason where that fails."""
         try:
             compiled = timing.compiled_in_process(self.ref_model)
             with torch.no_grad():
-                compiled(*self.sets.values(0))
+                compiled(*inputs)
             self._sync()
             return compiled, ""
         except Exception as exc:  # the eager reference still times; only the compiled comparison is missing
@@ -570,8 +570,8 @@ class TrialRun:
         if self.device.type != "cuda" or self.reference_timing is not None:
             return
         self.stage = "reference_timing"
-        compiled, compile_error = self._compiled_reference() if self.cfg.time_compiled_reference else (None, "")
         buffers = self.sets.values(0)
+        compiled, compile_error = self._compiled_reference(buffers) if self.cfg.time_compiled_reference else (None, "")
 
         def refilled(rep: int) -> list[Any]:
             problem_call(self.sets.refill, buffers, self._timed_set(rep))
@@ -586,9 +586,8 @@ class TrialRun:
                                       rel_se=self.cfg.timing_rel_se)
         eager = measured.sides[0]
         self.reference_timing = ReferenceTiming(
-            eager_ms=eager.median_ms, eager_iqr_ms=eager.iqr_ms, n=eager.n, warmup_s=measured.warmup_s, compiled_ms=measured.sides[1].median_ms if compiled is not None else 0.0,
-            compile_error=compile_error)
-        del buffers, compiled, sides
+            eager_ms=eager.median_ms, eager_iqr_ms=eager.iqr_ms, n=eager.n, warmup_s=measured.warmup_s,
+            compiled_ms=measured.sides[1].median_ms if compiled is not None else 0.0, compile_error=compile_error)
         self.checks.append("reference_timing")
 
     def _timed_candidate(self) -> timing.Side:

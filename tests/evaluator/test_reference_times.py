@@ -36,35 +36,39 @@ def timing(ms: float) -> ReferenceTiming:
     return ReferenceTiming(eager_ms=ms, eager_iqr_ms=0.01, n=40, warmup_s=0.3)
 
 
-def settings_key(**config) -> str:
-    return EvaluatorPool(EvaluatorConfig(**config), device="cpu")._config_key
+def reference_key(problem: str = RELU, gpu: str = H100, **config) -> str:
+    pool = EvaluatorPool(EvaluatorConfig(**config), device="cpu")
+    pool.gpu = gpu  # known once a pool starts on a GPU
+    return pool._reference_key(problem)
 
 
-def test_the_key_is_the_problem_the_gpu_and_the_settings(tmp_path: Path) -> None:
-    store = ReferenceTimes(tmp_path, SignedFiles(tmp_path))
-    key = store.key(RELU, H100, settings_key())
-    assert key == store.key(RELU, H100, settings_key())
-    assert key != store.key(RELU + "\n# changed\n", H100, settings_key())
-    assert key != store.key(RELU, "NVIDIA H200", settings_key())
-    assert key != store.key(RELU, H100, settings_key(seed=1))  # other inputs
-    assert key != store.key(RELU, H100, settings_key(timing_budget_s=1.0))
-    assert settings_key() == settings_key(workers_per_gpu=2)  # how many workers judge does not change the times
+def store_and_key(tmp_path: Path) -> tuple[ReferenceTimes, str]:
+    return ReferenceTimes(tmp_path, SignedFiles(tmp_path)), reference_key()
+
+
+def test_the_key_is_the_problem_the_gpu_and_the_settings() -> None:
+    key = reference_key()
+    assert key == reference_key()
+    assert key != reference_key(RELU + "\n# changed\n")
+    assert key != reference_key(gpu="NVIDIA H200")
+    assert key != reference_key(seed=1)  # other inputs
+    assert key != reference_key(timing_budget_s=1.0)
+    assert key == reference_key(workers_per_gpu=2)  # how many workers judge does not change the times
 
 
 def test_a_group_waits_for_one_measurement_and_a_later_run_reads_it(tmp_path: Path) -> None:
     async def scenario() -> None:
-        store = ReferenceTimes(tmp_path, SignedFiles(tmp_path))
-        key = store.key(RELU, H100, settings_key())
+        store, key = store_and_key(tmp_path)
         measure = Reference(timing(0.25))
         answers = await asyncio.gather(*(store.get(key, measure) for _ in range(8)))
-        assert measure.runs == 1 and store.measured == 1
+        assert measure.runs == 1
         assert answers == [timing(0.25)] * 8
 
         later = ReferenceTimes(tmp_path, SignedFiles(tmp_path))  # another pool, another run: read from disk
         again = Reference(timing(9.0))
         assert await later.get(key, again) == timing(0.25) and again.runs == 0
 
-        changed = later.key(RELU + "\n# changed\n", H100, settings_key())
+        changed = reference_key(RELU + "\n# changed\n")
         assert await later.get(changed, again) == timing(9.0) and again.runs == 1
 
     asyncio.run(scenario())
@@ -72,8 +76,7 @@ def test_a_group_waits_for_one_measurement_and_a_later_run_reads_it(tmp_path: Pa
 
 def test_a_failure_reaches_every_waiter_and_is_not_kept(tmp_path: Path) -> None:
     async def scenario() -> None:
-        store = ReferenceTimes(tmp_path, SignedFiles(tmp_path))
-        key = store.key(RELU, H100, settings_key())
+        store, key = store_and_key(tmp_path)
         failed = Reference(evaluation("timeout", "timeout"))
         answers = await asyncio.gather(*(store.get(key, failed) for _ in range(4)))
         assert failed.runs == 1 and {a.verdict for a in answers} == {"timeout"}
@@ -86,8 +89,7 @@ def test_a_failure_reaches_every_waiter_and_is_not_kept(tmp_path: Path) -> None:
 
 def test_a_changed_or_unsigned_file_is_measured_again(tmp_path: Path) -> None:
     async def scenario() -> None:
-        store = ReferenceTimes(tmp_path, SignedFiles(tmp_path))
-        key = store.key(RELU, H100, settings_key())
+        store, key = store_and_key(tmp_path)
         await store.get(key, Reference(timing(0.25)))
         path = tmp_path / "references" / f"{key}.json"
         mac, _, payload = path.read_bytes().partition(b"\n")
@@ -106,7 +108,7 @@ def test_a_changed_or_unsigned_file_is_measured_again(tmp_path: Path) -> None:
 def test_without_the_disk_nothing_is_written(tmp_path: Path) -> None:
     async def scenario() -> None:
         store = ReferenceTimes(tmp_path, SignedFiles(tmp_path), use_disk=False)
-        await store.get(store.key(RELU, H100, settings_key()), Reference(timing(0.25)))
+        await store.get(reference_key(), Reference(timing(0.25)))
         assert not (tmp_path / "references").exists()
 
     asyncio.run(scenario())

@@ -183,8 +183,21 @@ async def run_stage(
             if records or outputs:
                 idle_since = time.monotonic()
             elif idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
-                break
+                if await drained(log, stage.name, topics):
+                    break
+                # input waits in partitions another member holds: a process that died keeps them until its
+                # session times out (a demo continued right after it was killed)
+                idle_since = time.monotonic()
     return stats
+
+
+async def drained(log: EventLog, group: str, topics: Sequence[str]) -> bool:
+    """Whether `group` has committed every record of `topics` as of now."""
+    for topic in topics:
+        committed = await log.committed(group, topic)
+        if any(committed.get(p, 0) < end for p, end in (await log.end_offsets(topic)).items()):
+            return False
+    return True
 
 
 async def host_stage(log_config: LogConfig, open_stage: Callable[[EventLog], AsyncContextManager[Stage]], *,

@@ -138,3 +138,19 @@ async def test_a_batch_taking_stage_commits_outputs_with_offsets_and_reports_at_
         for topic in await log.topics():
             assert await log.committed("tally", topic) == await log.end_offsets(topic), topic
         assert (stats.consumed, stats.produced) == (9 - len(first) + len(accepted), 8 - len(done) + 1)
+
+
+async def test_an_idle_exit_waits_for_partitions_a_dead_member_of_its_group_held(tmp_path):
+    """A stage continued right after its process was killed: the dead member keeps its partitions until its
+    session times out, and a stage that exited idle before then would leave their records for later."""
+    async with await open_log(f"embedded:{tmp_path}/log.sqlite") as log:
+        await publish(log, [rejected(i) for i in range(16) if i != 3])
+        dead = await log.consumer("echo", ["modules.rejected"], session_timeout_s=2.0)
+        await dead.poll(1, 0.1)  # joins the group and takes its share of the partitions
+        dead._stop.set()  # its heartbeats stop as a killed process's would; its membership stays
+        assert len(dead.assignment()) == len(await log.end_offsets("modules.rejected"))
+        stats = await run_stage(log, SlowEcho(), idle_exit_s=0.3, session_timeout_s=2.0)
+        assert stats.consumed == 15
+        assert sorted(int(e.payload.fingerprint) for e in await read_all(log, "modules.accepted")) == \
+            [i for i in range(16) if i != 3]
+        await dead.close()

@@ -1,7 +1,9 @@
 """`kernelzero demo` as a new user runs it, from zero on the CPU: the loop must learn, not only move events.
 
 The whole demo (distil, tokenizer, from-scratch models, SFT, three rounds of the real loop), run
-once with its defaults into a fresh cache; its summary (demo.json, the tables it prints) must show
+once with its defaults into a fresh cache, killed (its whole process group) a few seconds into its
+second round and then given the same command again, which continues it; the finished run must hold
+each held-out module once and show, in its summary (demo.json, the tables it prints),
 correct and wrong training samples, groups with non-zero advantages, at least two policy versions
 of each role, and the held-out modules measured at version 0 and at the end on at least 32 modules,
 with the Coder solving some of them at version 0. Whether RL raises held-out pass@1 is the
@@ -10,17 +12,55 @@ experiment's question (kernelzero experiment, docs/BENCHMARKS.md), not this test
 
 from __future__ import annotations
 
+import collections
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
+import anyio
 import pytest
 
 from kernelzero.app.cli import main as cli_main
 
 
+def killed_in_round_two(command: list[str], steps: "os.PathLike") -> None:
+    """`command` started in a session of its own and killed with all its processes a few seconds after
+    `steps` says round 1 finished (fails if it ends before that)."""
+    process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL)
+    try:
+        while not (os.path.exists(steps) and "round 1" in json.loads(open(steps).read())):
+            assert process.poll() is None, f"the demo ended ({process.returncode}) before its first round did"
+            time.sleep(1)
+        time.sleep(5)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def heldout_ids(log_url: str) -> collections.Counter:
+    from kernelzero.log import open_log
+    from kernelzero.schemas import ModuleAccepted
+    from kernelzero.stage import read_payloads
+
+    async def read() -> list:
+        async with await open_log(log_url, create=False) as log:
+            return await read_payloads(log, "modules.accepted", ModuleAccepted, reader="test")
+
+    return collections.Counter(m.module_id for m in anyio.run(read) if m.split == "heldout")
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # a hang guard: from an empty evaluator cache on 2 cores the demo takes up to 15 min
+@pytest.mark.timeout(2400)  # a hang guard: from an empty evaluator cache on 2 cores the demo takes up to 15 min
 def test_the_demo_from_zero_shows_both_learners_learning(tmp_path):
-    assert cli_main(["demo", "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache")]) == 0
+    options = ["demo", "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache")]
+    killed_in_round_two([sys.executable, "-m", "kernelzero", *options], tmp_path / "run" / "steps.json")
+    assert "round 2" not in json.loads((tmp_path / "run" / "steps.json").read_text())
+    assert cli_main(options) == 0
+    ids = heldout_ids(f"embedded:{tmp_path / 'run' / 'log.sqlite'}")
+    assert ids and set(ids.values()) == {1}, [i for i, n in ids.items() if n > 1][:5]  # none published twice
     tables = json.loads((tmp_path / "run" / "demo.json").read_text())["tables"]
     verdicts = {row["verdict"] for row in tables["verdicts of training samples by Coder policy version"]}
     assert "correct" in verdicts and verdicts - {"correct"}, verdicts

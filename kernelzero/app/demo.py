@@ -11,7 +11,12 @@
 3. A summary per Coder policy version (training and held-out pass rates with intervals, KL to the
    start, rewards and advantages, verdicts), the versions each role published, the frontier's
    in-band entries, and `kernelzero report`'s plots.
-No weights are downloaded or committed: the demo builds everything it uses.
+A run stopped midway continues when the same command is given again with its --out: the steps
+it finished (the held-out publications and answers, each round) are not run again
+(kernelzero/app/journal.py), and it continues from the bootstrap it started from (recorded in
+DIR/bootstrap.json; made again where its files are gone, and refused where the code now makes
+another); a finished run is not run again. No weights are downloaded or
+committed: the demo builds everything it uses.
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ import msgspec
 
 from kernelzero.bootstrap.from_zero import DEMO_PLAN, Plan, quiet_libraries
 from kernelzero.app.heldout import publish_heldout
+from kernelzero.app.journal import Journal, arguments_differ, replace_file
 from kernelzero.app.serve import serve_until_idle
 from kernelzero.config import Config, dump_config
 
 STAGES = ("proposer", "validator", "coder", "evaluator", "trainer", "projector")
+# what a run directory keeps from its first start: continuing it with other values would mix two runs
+RUN_ARGUMENTS = ("rounds", "modules", "group_size", "heldout", "size", "device", "distill", "learning_rate", "kl_max")
 ANSWER_STAGES = ("coder", "evaluator", "trainer", "projector")
 EXAMPLE_PROBLEM = Path(__file__).resolve().parents[2] / "examples/problems/relu_matmul.py"
 EXAMPLE_CANDIDATE = Path(__file__).resolve().parents[2] / "examples/candidates/relu_matmul_triton.py"
@@ -52,7 +60,8 @@ SUMMARY = {
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", default=None, metavar="DIR", help="run directory (default: runs/demo-TIMESTAMP)")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="run directory (default: runs/demo-TIMESTAMP); a stopped run given again continues")
     parser.add_argument("--rounds", type=int, default=3, help="propose-code-evaluate-train rounds (default 3)")
     add_loop_arguments(parser, DEMO_PLAN)
 
@@ -142,20 +151,60 @@ def run_stages(console, roles, config: Config, label: str, started: float) -> in
     return 0
 
 
-def measure_heldout(console, config: Config, rows: Path, limit: int, tag: str, started: float) -> int:
-    """The held-out modules answered by the Coder's current policy, sampled and greedy, judged and projected."""
-    code = publish_heldout(config, rows, limit, tag)
-    return code or run_stages(console, ANSWER_STAGES, config, f"held-out measurement {tag}", started)
+def measure_heldout(console, journal: Journal, config: Config, rows: Path, limit: int, tag: str, started: float) -> int:
+    """The held-out modules answered by the Coder's current policy, sampled and greedy, judged and projected: two
+    steps of `journal`, so that a measurement stopped after its publication is not published again."""
+    code = journal.run(f"publish held-out {tag}", lambda: publish_heldout(config, rows, limit, tag))
+    return code or journal.run(f"answer held-out {tag}", lambda: run_stages(
+        console, ANSWER_STAGES, config, f"held-out measurement {tag}", started))
 
 
-def warm_start(console, config: Config, args, plan: Plan, started: float):
-    """The bootstrap of `plan` with `args`' sizes (cached), printed, and the configuration pointed at its models."""
-    from kernelzero.bootstrap.from_zero import bootstrap
+def continuing(console, command: str, out: Path, args, names: tuple[str, ...] = RUN_ARGUMENTS) -> Journal | None:
+    """`out`'s journal, the arguments `names` of its first start recorded or checked against `args`; None (said why)
+    where `out` was started with others."""
+    if differ := arguments_differ(out, {name: getattr(args, name) for name in names}):
+        console.print(f"[red]kernelzero {command}: {out} was started with other arguments: {'; '.join(differ)}. "
+                      "Give the same ones to continue it, or choose another --out[/red]")
+        return None
+    journal = Journal(out)
+    if journal.done:
+        console.print(f"continuing the run in {out}: {len(journal.done)} steps done ({journal.done[-1]} last)")
+    return journal
 
+
+def _made_by(boot) -> tuple[str, str]:
+    """The bootstrap's cache keys (its folders' names), which say what made it, wherever its cache is."""
+    return Path(boot.distill_dir).name, Path(boot.coder_model).parent.name
+
+
+def run_bootstrap(console, config: Config, args, plan: Plan, out: Path):
+    """The bootstrap `out`'s run started from (out/bootstrap.json), else the one of `plan` with `args`' sizes (cached),
+    recorded there; None (said why) where the run's is gone and the code now makes another."""
+    from kernelzero.bootstrap.from_zero import Bootstrap, bootstrap
+
+    recorded = out / "bootstrap.json"
+    boot = msgspec.json.decode(recorded.read_bytes(), type=Bootstrap) if recorded.exists() else None
+    if boot is not None and all(Path(p).exists() for p in (boot.distill_dir, boot.coder_model, boot.proposer_model)):
+        console.print(f"bootstrap: the one this run started from, {Path(boot.coder_model).parent}")
+        return boot
     cache = Path(args.cache or os.path.join(os.path.expanduser(config.evaluator.cache_dir), "demo"))
     console.print(f"bootstrap (cached in {cache}): distill {args.distill} modules, from-scratch {args.size} models, SFT")
-    boot = bootstrap(config, msgspec.structs.replace(plan, modules=args.distill, size=args.size), cache,
+    made = bootstrap(config, msgspec.structs.replace(plan, modules=args.distill, size=args.size), cache,
                      device=args.device)
+    if boot is not None and _made_by(made) != _made_by(boot):
+        console.print(f"[red]{out} started from the bootstrap {'/'.join(_made_by(boot))}, which is gone; this code "
+                      f"makes {'/'.join(_made_by(made))}. Continue it where that bootstrap is, or choose another "
+                      "--out[/red]")
+        return None
+    replace_file(recorded, msgspec.json.encode(made))
+    return made
+
+
+def warm_start(console, config: Config, args, plan: Plan, started: float, out: Path):
+    """The run's bootstrap (`run_bootstrap`), printed, and the configuration pointed at its models; None where
+    there is none to continue from."""
+    if (boot := run_bootstrap(console, config, args, plan, out)) is None:
+        return None
     for role, report in boot.sft.items():
         checks = ", ".join(f"{c['passed']}/{c['total']}@{c['step']}" for c in report["checks"])
         console.print(f"  {role}: SFT {report['steps']} steps, loss {report['first_loss']:.3f} -> "
@@ -205,24 +254,27 @@ def main(args, config: Config) -> int:
         return 2
     quiet_libraries()
     out = Path(args.out or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
-    if (out / "log.sqlite").exists():
-        console.print(f"[red]kernelzero demo: {out} already holds a run; choose another --out[/red]")
+    if (out / "demo.json").exists():
+        console.print(f"[red]kernelzero demo: {out} holds a finished run; choose another --out[/red]")
         return 2
-    out.mkdir(parents=True, exist_ok=True)
+    if (journal := continuing(console, "demo", out, args)) is None:
+        return 2
     config = loop_config(config, out, args)
     console.rule(f"KernelZero demo in {out}")
     if not self_check(console, config):
         console.print("[red]the evaluator rejects the known-good example: stopping[/red]")
         return 1
     started = time.monotonic()
-    boot = warm_start(console, config, args, DEMO_PLAN, started)
+    if (boot := warm_start(console, config, args, DEMO_PLAN, started, out)) is None:
+        return 2
     config_path = out / "kernelzero.toml"
     config_path.write_text(dump_config(config))
     rows = Path(boot.distill_dir) / "coder_heldout.jsonl"
-    code = measure_heldout(console, config, rows, args.heldout, "start", started)
-    for round_number in range(1, args.rounds + 1):
-        code = code or run_stages(console, STAGES, config, f"round {round_number}/{args.rounds}", started)
-    code = code or measure_heldout(console, config, rows, args.heldout, "final", started)
+    code = measure_heldout(console, journal, config, rows, args.heldout, "start", started)
+    for number in range(1, args.rounds + 1):
+        code = code or journal.run(f"round {number}", lambda: run_stages(
+            console, STAGES, config, f"round {number}/{args.rounds}", started))
+    code = code or measure_heldout(console, journal, config, rows, args.heldout, "final", started)
     if code:
         return code
     tables = summarize(config, report_dir=out / "report")

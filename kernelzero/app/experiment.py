@@ -11,9 +11,10 @@ held-out modules (kernelzero/kit/heldout_protocol.py) are measured at version 0 
 measures them again every `--measure-every` rounds and at its end: pass@1 sampled at the Coder's temperature
 (group-size samples a module) and greedy, with Wilson intervals over modules; and at the end the per-module paired
 difference of each arm against the control, with a bootstrap interval over modules. An arm whose directory holds
-arm.json is read back instead of run again (so an interrupted experiment continues with the next arm); an arm
-interrupted midway is run again from its start. experiment.json holds every number, experiment.md the table,
-heldout.png and verdicts.png the curves.
+arm.json is read back instead of run again; an arm stopped midway continues after the last round or held-out step it
+finished (kernelzero/app/journal.py), so the experiment can run in pieces (`timeout 590 kernelzero experiment --out
+DIR` again and again) with the same arguments (--arms aside: arms can be added to a finished experiment).
+experiment.json holds every number, experiment.md the table, heldout.png and verdicts.png the curves.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import time
 from pathlib import Path
 
 from kernelzero.bootstrap.from_zero import Plan, quiet_libraries
-from kernelzero.app.demo import (STAGES, add_loop_arguments, loop_argument_error, loop_config, measure_heldout,
-                                 run_stages, self_check, summarize, warm_start)
+from kernelzero.app.demo import (RUN_ARGUMENTS, STAGES, add_loop_arguments, continuing, loop_argument_error,
+                                 loop_config, measure_heldout, run_stages, self_check, summarize, warm_start)
+from kernelzero.app.journal import Journal
 from kernelzero.config import Config, dump_config
 
 ARMS = {
@@ -108,24 +110,34 @@ def paired(arm: dict[int, float], control: dict[int, float]) -> dict:
     return {"difference": mean, "low": low, "high": high, "modules": len(common)}
 
 
+def journal_in(out: Path) -> Journal:
+    """`out`'s journal; a directory without one (stopped within its first step) is started again empty."""
+    if not (out / "steps.json").exists():
+        shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    return Journal(out)
+
+
 def run_arm(console, base: Config, arm: str, out: Path, rows: Path, args, started: float) -> dict:
-    """One arm's rounds and measurements in `out`; what it measured (also written to out/arm.json)."""
+    """One arm's rounds and measurements in `out`, continued where it stopped; what it measured (also out/arm.json)."""
     done = out / "arm.json"
     if done.exists():
         console.print(f"arm {arm}: read back from {done}")
         return json.loads(done.read_text())
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    journal = journal_in(out)
+    if journal.done:
+        console.print(f"arm {arm}: continuing after {journal.done[-1]}")
     config = arm_config(base, arm, out)
     (out / "kernelzero.toml").write_text(dump_config(config))
     arm_started = time.monotonic()
     tags = []
     for number in range(1, args.rounds + 1):
-        code = run_stages(console, STAGES, config, f"arm {arm}: round {number}/{args.rounds}", started)
+        code = journal.run(f"round {number}", lambda: run_stages(
+            console, STAGES, config, f"arm {arm}: round {number}/{args.rounds}", started))
         measure = number == args.rounds or number % max(1, args.measure_every) == 0
         if not code and measure:
             tags.append(f"r{number}")
-            code = measure_heldout(console, config, rows, args.heldout, tags[-1], started)
+            code = measure_heldout(console, journal, config, rows, args.heldout, tags[-1], started)
         if code:
             raise RuntimeError(f"arm {arm}: round {number} failed (exit {code}); see the messages above")
     result = {"arm": arm, "what": ARMS[arm], "seconds": round(time.monotonic() - arm_started, 1),
@@ -139,11 +151,10 @@ def measure_start(console, base: Config, out: Path, rows: Path, args, started: f
     done = out / "start.json"
     if done.exists():
         return json.loads(done.read_text())
-    shutil.rmtree(out / "start", ignore_errors=True)
+    journal = journal_in(out / "start")
     config = pointed_at(base, out / "start")
-    (out / "start").mkdir(parents=True)
     (out / "start" / "kernelzero.toml").write_text(dump_config(config))
-    code = measure_heldout(console, config, rows, args.heldout, "v0", started)
+    code = measure_heldout(console, journal, config, rows, args.heldout, "v0", started)
     if code:
         raise RuntimeError(f"the version-0 measurement failed (exit {code})")
     result = per_module(config, "v0")
@@ -248,14 +259,16 @@ def main(args, config: Config) -> int:
         return 2
     quiet_libraries()
     out = Path(args.out or f"runs/experiment-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    if continuing(console, "experiment", out, args, RUN_ARGUMENTS + ("measure_every",)) is None:
+        return 2
     base = loop_config(config, out / "start", args)
     console.rule(f"KernelZero experiment in {out}: arms {', '.join(arms)}")
     if not self_check(console, base):
         console.print("[red]the evaluator rejects the known-good example: stopping[/red]")
         return 1
     started = time.monotonic()
-    boot = warm_start(console, base, args, Plan(), started)
+    if (boot := warm_start(console, base, args, Plan(), started, out)) is None:
+        return 2
     rows = Path(boot.distill_dir) / "coder_heldout.jsonl"
     available = sum(1 for line in rows.read_text().splitlines() if line.strip())
     if available < args.heldout:

@@ -45,12 +45,14 @@ def test_a_run_continued_with_other_arguments_exits_2_naming_them(tmp_path, caps
     assert sorted(p.name for p in out.iterdir()) == ["run.json"]  # nothing ran
 
 
-def test_a_finished_demo_is_not_run_again(tmp_path, capsys):
+@pytest.mark.parametrize("left", ["demo.json", "log.sqlite"])
+def test_a_finished_demo_or_one_without_its_steps_is_not_run_again(tmp_path, capsys, left):
     out = tmp_path / "run"
     out.mkdir()
-    (out / "demo.json").write_text("{}")
+    (out / left).write_text("{}")
     assert cli_main(["demo", "--out", str(out)]) == 2
-    assert "finished run" in capsys.readouterr().err
+    assert "choose another --out" in " ".join(capsys.readouterr().err.split())
+    assert sorted(p.name for p in out.iterdir()) == [left]
 
 
 def test_a_continued_run_keeps_the_bootstrap_it_started_from(tmp_path):

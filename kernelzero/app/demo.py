@@ -254,8 +254,9 @@ def main(args, config: Config) -> int:
         return 2
     quiet_libraries()
     out = Path(args.out or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
-    if (out / "demo.json").exists():
-        console.print(f"[red]kernelzero demo: {out} holds a finished run; choose another --out[/red]")
+    if (out / "demo.json").exists() or ((out / "log.sqlite").exists() and not (out / "run.json").exists()):
+        console.print(f"[red]kernelzero demo: {out} holds a finished run, or one it cannot continue (started "
+                      "before runs kept their steps); choose another --out[/red]")
         return 2
     if (journal := continuing(console, "demo", out, args)) is None:
         return 2

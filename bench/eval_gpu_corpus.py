@@ -102,7 +102,8 @@ async def run_spread(cache_dir: str, repeats: int = 5, setting: str = "on") -> d
         for _ in range(repeats):  # each evaluation runs in a fresh forked process: nothing carries over
             r = await pool.evaluate(problem, source)
             runs.append({"verdict": r.verdict, "reason": r.reason, "speedup": r.speedup, "runtime_ms": r.runtime_ms,
-                         "ref_eager_ms": r.ref_eager_ms, "iqr_ms": r.runtime_iqr_ms, "n": r.timing_n})
+                         "ref_eager_ms": r.ref_eager_ms, "iqr_ms": r.runtime_iqr_ms, "n": r.timing_n,
+                         "clock_vs_reference": r.evidence.get("clock_vs_reference", "")})
     speedups = [x["speedup"] for x in runs if x["speedup"]]
     spread = (max(speedups) - min(speedups)) / statistics.median(speedups) if len(speedups) == repeats else None
     return {"candidate": SPREAD_CANDIDATE.name, "runs": runs, "spread": spread}
@@ -146,7 +147,9 @@ def markdown(runs: dict[str, dict], spreads: dict[str, dict], device: str, total
         lines += ["", f"Setting {key}: side stream vs plain Triton ReLU (large): {plain.get('runtime_ms')} ms vs "
                       f"{side.get('runtime_ms')} ms; speedup spread of {spread['candidate']} over "
                       f"{len(spread['runs'])} separate evaluations: {spread_text} (speedups: "
-                      + ", ".join(f"{x['speedup']:.4g}" for x in spread["runs"] if x["speedup"]) + ")"]
+                      + ", ".join(f"{x['speedup']:.4g}" for x in spread["runs"] if x["speedup"])
+                      + "; clock against the reference's: " + ", ".join(x["clock_vs_reference"] or "n/a"
+                                                                        for x in spread["runs"]) + ")"]
     return "\n".join(lines) + "\n"
 
 

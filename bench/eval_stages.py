@@ -1,7 +1,7 @@
 """Where one evaluation's time goes on a GPU, and what judging a group of G samples of one module costs against one sample.
 
 Usage: python bench/eval_stages.py --problem PROBLEM.py --candidate CANDIDATE.py --out DIR [--reps 3] [--group 8]
-       [--profile]
+       [--workers 0,8] [--profile]
 
 Two parts, on one problem and one Triton candidate:
 - stages: jobs run as a worker runs them (a fork of a process that imported torch and Triton, CUDA not yet
@@ -10,9 +10,12 @@ Two parts, on one problem and one Triton candidate:
 - group: the contained pool (workers per GPU as configured, the result cache bypassed) judges one sample alone,
   then `--group` variants of it at once, each against a new module (the problem with a comment added: its
   reference is timed again, as a new module's is); each variant's kernel carries a different comment, so Triton
-  compiles it again as it would a different sample's. Wall of each and their ratio (issue 27's target: at most 3x).
+  compiles it again as it would a different sample's. Wall of each and their ratio (issue 27's target: at most 3x),
+  and per sample the seconds it waited for the GPU alone and timed on it (they add up across one GPU's samples).
+  `--workers` lists the workers per GPU to try, one pool each (0: the default, from the GPU's memory and cores).
 With --profile the candidate jobs run under cProfile (slower: read its shares, not its seconds): DIR/profile.txt
-holds the first one's functions by own time; `--group 0` skips the group.
+holds the first one's functions by own time, then the evaluator's own by cumulative time; `--group 0` skips the
+group.
 It changes no verdict and is not a test: a verdict other than `correct` is reported, not asserted.
 Writes DIR/stages.json and prints a table last.
 """
@@ -74,6 +77,7 @@ def timed_job(problem_src: str, candidate_src: str, reference: bytes, profile: b
     text = io.StringIO()
     if profiler is not None:
         pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(40)
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats("gpu_workers", 60)
     queue.put({"verdict": f"{result.verdict} {result.reason}", "seconds": seconds,
                "reference": msgspec.msgpack.encode(run.reference_timing) if run.reference_timing else b"",
                "speedup": result.speedup, "runtime_ms": result.runtime_ms, "timing_n": result.timing_n,
@@ -122,11 +126,16 @@ def variant(candidate_src: str, i: int) -> str:
     return "\n".join(out) + "\n"
 
 
-async def group(problem_src: str, candidate_src: str, size: int) -> dict:
+def evidence_sum(results: list, key: str) -> float:
+    return sum(float(r.evidence.get(key, 0.0)) for r in results)
+
+
+async def group(problem_src: str, candidate_src: str, size: int, workers: int) -> dict:
     from kernelzero.config import EvaluatorConfig
     from kernelzero.gpu_workers.pool import EvaluatorPool
     with tempfile.TemporaryDirectory() as cache:
-        async with EvaluatorPool(EvaluatorConfig(cache_dir=cache), device="cuda", use_cache=False) as pool:
+        config = EvaluatorConfig(cache_dir=cache, workers_per_gpu=workers)
+        async with EvaluatorPool(config, device="cuda", use_cache=False) as pool:
             start = time.perf_counter()
             one = await pool.evaluate(problem_src, variant(candidate_src, 0))
             one_s = time.perf_counter() - start
@@ -136,7 +145,10 @@ async def group(problem_src: str, candidate_src: str, size: int) -> dict:
                                           for i in range(1, size + 1)))
             group_s = time.perf_counter() - start
             return {"workers": pool.workers, "one_s": one_s, "group_s": group_s, "ratio": group_s / one_s,
-                    "one": f"{one.verdict} {one.reason}", "group": [f"{r.verdict} {r.reason}" for r in many]}
+                    "one": f"{one.verdict} {one.reason}", "group": [f"{r.verdict} {r.reason}" for r in many],
+                    "one_timing_s": evidence_sum([one], "timing_s"),
+                    **{f"group_{key}": evidence_sum(many, key) for key in ("timing_s", "turn_wait_s", "warmup_s")},
+                    "group_timing_n": [r.timing_n for r in many]}
 
 
 def main() -> None:
@@ -146,11 +158,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--reps", type=int, default=3, help="uncontained jobs timed by stage")
     parser.add_argument("--group", type=int, default=8, help="samples judged at once, G (0: no group)")
+    parser.add_argument("--workers", default="0", help="workers per GPU to try, comma-separated (0: the default)")
     parser.add_argument("--profile", action="store_true", help="candidate jobs under cProfile: DIR/profile.txt")
     args = parser.parse_args()
     problem_src, candidate_src = args.problem.read_text(), args.candidate.read_text()
     runs = stages(problem_src, candidate_src, args.reps, args.profile)
-    judged = asyncio.run(group(problem_src, candidate_src, args.group)) if args.group else {}
+    judged = [asyncio.run(group(problem_src, candidate_src, args.group, int(w))) for w in args.workers.split(",")
+              if args.group]
     args.out.mkdir(parents=True, exist_ok=True)
     if args.profile:
         (args.out / "profile.txt").write_text(runs[1]["profile"])
@@ -163,11 +177,12 @@ def main() -> None:
               f"{statistics.median(r['seconds'].get(name, 0.0) for r in jobs):.3f} |")
     print("reference:", reference_job["reference"])
     print("candidate jobs:", [(r["verdict"], r["runtime_ms"], r["speedup"], r["timing_n"]) for r in jobs])
-    if not judged:
-        return
-    print(f"contained, {judged['workers']} workers: one sample {judged['one_s']:.2f} s ({judged['one']}), "
-          f"{args.group} at once {judged['group_s']:.2f} s, ratio {judged['ratio']:.2f}; group verdicts "
-          f"{sorted(set(judged['group']))}")
+    for g in judged:
+        print(f"contained, {g['workers']} workers: one sample {g['one_s']:.2f} s ({g['one']}, timed "
+              f"{g['one_timing_s']:.2f} s), {args.group} at once {g['group_s']:.2f} s, ratio {g['ratio']:.2f}; "
+              f"group verdicts {sorted(set(g['group']))}; summed over the group: timed {g['group_timing_s']:.2f} s "
+              f"(warm-up {g['group_warmup_s']:.2f} s), waited for the GPU {g['group_turn_wait_s']:.2f} s; "
+              f"timed calls {g['group_timing_n']}")
 
 
 if __name__ == "__main__":

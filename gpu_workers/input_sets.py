@@ -95,6 +95,8 @@ class InputSets:
                 except RuntimeError as exc:  # the candidate changed the buffer itself (its shape, its strides)
                     raise BrokenBuffer(i, short(exc)) from None
         del drawn  # before deriving: one copy of the inputs at a time
+        if not variant:  # the timing sets: no generator made for nothing on every timed call
+            return
         gen = self._shuffle_generator()
         for i, buf in enumerate(buffers):
             try:

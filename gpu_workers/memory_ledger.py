@@ -48,18 +48,24 @@ class MemoryLedger:
         self.candidate_held = 0  # bytes the candidate held beyond the evaluator's after its last call (its output too)
 
     # ---- the allocator's readings ----
+    # torch.cuda.memory_allocated flattens every statistic into a new dict (about 0.28 ms a reading under cProfile
+    # on an H100, two readings a candidate call); the nested form is read as the allocator gives it
+    def _allocated_bytes(self) -> dict[str, int]:
+        stats = torch.cuda.memory_stats_as_nested_dict(self.device)  # {} before CUDA is initialised
+        return stats["allocated_bytes"]["all"] if stats else {"current": 0, "peak": 0}
+
     def allocated(self) -> int:
-        return torch.cuda.memory_allocated(self.device) if self.on_cuda else 0
+        return self._allocated_bytes()["current"] if self.on_cuda else 0
 
     def mark(self) -> int:
         """Peak statistics restarted; the bytes allocated now (0 off CUDA)."""
         if not self.on_cuda:
             return 0
         torch.cuda.reset_peak_memory_stats(self.device)
-        return torch.cuda.memory_allocated(self.device)
+        return self.allocated()
 
     def peak_since(self, base: int) -> int:
-        return torch.cuda.max_memory_allocated(self.device) - base if self.on_cuda else 0
+        return self._allocated_bytes()["peak"] - base if self.on_cuda else 0
 
     def draw_peak(self, draws: list[Callable[[], list[Any]]]) -> int:
         """The largest peak of these draws of a set of inputs, each at least its values' bytes; 0 off CUDA (unmeasured)."""

@@ -25,7 +25,9 @@ from kernelzero.schemas import Evaluation
 # 7: the reference timed once per problem and GPU by a job without candidate code, the candidate alone against it
 #    (the speedup a ratio of medians, no longer of interleaved calls; the synchronization's cost measured beside
 #    the candidate on a spin kernel of ours); timing stops at the timer's resolution.
-EVALUATOR_VERSION = "kz-eval-7"
+# 8: a spin of ours timed beside warm-up in both jobs: the reference's times carry its time, a candidate's evidence
+#    how far its clock was from the reference's (`clock_vs_reference`).
+EVALUATOR_VERSION = "kz-eval-8"
 
 
 def evaluation(verdict: str, reason: str, **fields: Any) -> Evaluation:

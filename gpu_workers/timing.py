@@ -9,11 +9,14 @@ subtracted from every call. The reference is timed once per problem and GPU, in 
 that runs no candidate code (gpu_workers/reference_times.py keeps its times); each candidate is timed alone
 and its speedup is the ratio of the two medians. Warm-up runs for a minimum time, not a count (an
 idle H200 sits at 345 MHz), and then until the per-call times have stopped moving, so a clock still
-ramping up is not timed, in either job. What a side does before and after its call (refilling its
-inputs, judging its output: trial.py judges every candidate call, warm-up included) is outside the
-interval. Numbers are medians; they do NOT claim anything about other GPUs, clocks or concurrent
-load; a clock that differs between the reference's job and the candidate's after both settled moves
-the speedup by as much (the two are no longer interleaved), and a clock that drifts slower than the
+ramping up is not timed, in either job. A spin of a fixed number of cycles of ours (`sync_probe`,
+whose time is the SM clock's inverse) is timed beside every warm-up call: its time after warm-up
+in the candidate's job over that in the reference's says how far their clocks differed. What a side
+does before and after its call (refilling its inputs, judging its output: trial.py judges every
+candidate call, warm-up included) is outside the interval. Numbers are medians; they do NOT claim
+anything about other GPUs, clocks or concurrent load; a clock that differs between the reference's
+job and the candidate's after both settled moves the speedup by as much (the two are no longer
+interleaved: the probe says so, nothing corrects it), and a clock that drifts slower than the
 settling window sees is not caught.
 """
 
@@ -57,6 +60,7 @@ class Measured:
     off_stream_ms: list[float]  # per side: the median share of its call that the caller's stream did not wait for
     warmup_s: float  # how long warm-up ran before the per-call times settled (or its cap)
     calls: int  # calls of each side, warm-up included
+    clock_ms: float  # the clock probe's median time over warm-up's last window (the SM clock's inverse)
 
 
 def stats(samples_ms: list[float]) -> Stats:
@@ -121,17 +125,21 @@ def settled(times_ms: list[float], window: int = SETTLE_WINDOW, tol: float = SET
     return abs(last - before) <= max(tol * last, 0.5 * (q[2] - q[0]))
 
 
-def _warm_up(sides: list[Side], flush: torch.Tensor) -> tuple[float, int]:
-    """Alternate the sides until the minimum time has passed and every side's per-call times settle; (seconds, reps)."""
+def _warm_up(sides: list[Side], flush: torch.Tensor) -> tuple[float, int, float]:
+    """Alternate the sides, and the clock probe, until the minimum time has passed and every side's per-call times
+    settle; (seconds, reps, the probe's median over the last window)."""
     started = time.monotonic()
     times: list[list[float]] = [[] for _ in sides]
+    probe, probe_ms = sync_probe(), []
     while True:
         elapsed = time.monotonic() - started
+        clock_ms = statistics.median(probe_ms[-SETTLE_WINDOW:]) if probe_ms else 0.0
         if elapsed >= WARMUP_MAX_S or (elapsed >= WARMUP_MIN_S and all(settled(t) for t in times)):
-            return elapsed, len(times[0])
+            return elapsed, len(times[0]), clock_ms
         rep = len(times[0])
         for side, side_times in zip(sides, times):
             side_times.append(_one_call(side, rep, flush)[1])
+        probe_ms.append(_one_call(probe, rep, flush)[0])  # stream-ordered: the spin's own time
 
 
 PROBE_CYCLES = 100_000  # about 50 us at an H100's clock: long enough that the CPU waits in the synchronization
@@ -161,7 +169,7 @@ def measure(sides: list[Side], flush: torch.Tensor, *, budget_s: float, min_reps
     or at `budget_s`. The order of the sides rotates every repetition, so none is always first after
     the flush. Repetitions are numbered on from warm-up's, so a side's `before` sees one count.
     """
-    warmup_s, first = _warm_up(sides, flush)
+    warmup_s, first, clock_ms = _warm_up(sides, flush)
     device_ms: list[list[float]] = [[] for _ in sides]
     gaps_ms: list[list[float]] = [[] for _ in sides]
     deadline = time.monotonic() + budget_s
@@ -177,7 +185,7 @@ def measure(sides: list[Side], flush: torch.Tensor, *, budget_s: float, min_reps
             break
     sync = statistics.median(gaps_ms[sync_side])
     return Measured([stats([max(t - sync, 1e-6) for t in times]) for times in device_ms],
-                    [max(statistics.median(gaps) - sync, 0.0) for gaps in gaps_ms], warmup_s, first + rep)
+                    [max(statistics.median(gaps) - sync, 0.0) for gaps in gaps_ms], warmup_s, first + rep, clock_ms)
 
 
 def precise_enough(times_ms: list[float], rel_se: float) -> bool:

@@ -587,7 +587,8 @@ class TrialRun:
         eager = measured.sides[0]
         self.reference_timing = ReferenceTiming(
             eager_ms=eager.median_ms, eager_iqr_ms=eager.iqr_ms, n=eager.n, warmup_s=measured.warmup_s,
-            compiled_ms=measured.sides[1].median_ms if compiled is not None else 0.0, compile_error=compile_error)
+            compiled_ms=measured.sides[1].median_ms if compiled is not None else 0.0, compile_error=compile_error,
+            clock_ms=measured.clock_ms)
         self.checks.append("reference_timing")
 
     def _timed_candidate(self) -> timing.Side:
@@ -607,11 +608,16 @@ class TrialRun:
                 timing.untimed(self._timed_candidate(), self.cfg.cpu_timed_calls)
             self.checks.append(f"timed_calls_judged:{self.calls - calls}")
             return
+        asked = time.monotonic()
         with torch.no_grad(), self.turns.exclusive():
+            granted = time.monotonic()
             measured = timing.measure(
                 [self._timed_candidate(), timing.sync_probe()], self.flush, budget_s=self.cfg.timing_budget_s,
                 min_reps=self.cfg.timing_min_reps, max_reps=self.cfg.timing_max_reps, rel_se=self.cfg.timing_rel_se,
                 sync_side=1)
+        # where a group's time goes: timing holds the GPU alone, so these add up across the samples of one GPU
+        self.result.evidence["turn_wait_s"] = f"{granted - asked:.3g}"
+        self.result.evidence["timing_s"] = f"{time.monotonic() - granted:.3g}"
         self._check_integrity("timing")
         self.checks.append(f"timed_calls_judged:{self.calls - calls}")
         self._record(measured)
@@ -628,6 +634,8 @@ class TrialRun:
             r.evidence["compile_reference"] = ref.compile_error
         r.evidence["off_stream_ms"] = f"{off_stream_ms:.4g}"
         r.evidence["warmup_s"] = f"{measured.warmup_s:.3g}"
+        if ref.clock_ms:  # above 1: this job's clock was slower than the reference's (its time is the clock's inverse)
+            r.evidence["clock_vs_reference"] = f"{measured.clock_ms / ref.clock_ms:.3g}"
         if off_stream_ms > max(UNJOINED_MIN_MS, UNJOINED_SHARE * cand.median_ms):
             raise EarlyVerdict("rejected", "unjoined_stream", off_stream_ms=f"{off_stream_ms:.4g}",
                                runtime_ms=f"{cand.median_ms:.4g}",

@@ -77,6 +77,7 @@ class ReferenceTiming(msgspec.Struct, kw_only=True, omit_defaults=True):
     warmup_s: float
     compiled_ms: float = 0.0  # the torch.compile'd reference, when timed (0: not asked for, or its compile failed)
     compile_error: str = ""
+    clock_ms: float = 0.0  # the clock probe's time after the reference's warm-up (gpu_workers/timing.py, _warm_up)
 
 
 class Job(msgspec.Struct, kw_only=True):

@@ -157,8 +157,8 @@ def _trial_on_a_simulated_gpu(monkeypatch, fp: Footprint, allocated: int, peak: 
     from kernelzero.config import EvaluatorConfig
     from kernelzero.gpu_workers import trial
     from kernelzero.schemas.messages import Job
-    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocated)
-    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: peak)
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict",
+                        lambda device=None: {"allocated_bytes": {"all": {"current": allocated, "peak": peak}}})
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
     run = trial.TrialRun(Job(problem_src="", candidate_src="", device="cuda:0", scratch_dir="/nonexistent",
                              config=EvaluatorConfig()))

@@ -183,7 +183,7 @@ async def run_stage(
             if records or outputs:
                 idle_since = time.monotonic()
             elif idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
-                if await drained(log, stage.name, topics):
+                if await drained(log, consumer, stage.name, topics):
                     break
                 # input waits in partitions another member holds: a process that died keeps them until its
                 # session times out (a demo continued right after it was killed)
@@ -191,12 +191,18 @@ async def run_stage(
     return stats
 
 
-async def drained(log: EventLog, group: str, topics: Sequence[str]) -> bool:
-    """Whether `group` has committed every record of `topics` as of now."""
+async def drained(log: EventLog, consumer, group: str, topics: Sequence[str]) -> bool:
+    """Whether every record of `topics` as of now is behind `consumer` in the partitions it holds (its position:
+    on Kafka past a transaction's closing marker, which takes an offset of its own) or committed by its group
+    in the others."""
+    held = consumer.assignment()
     for topic in topics:
         committed = await log.committed(group, topic)
-        if any(committed.get(p, 0) < end for p, end in (await log.end_offsets(topic)).items()):
-            return False
+        for partition, end in (await log.end_offsets(topic)).items():
+            if committed.get(partition, 0) >= end:
+                continue
+            if (topic, partition) not in held or await consumer.position((topic, partition)) < end:
+                return False
     return True
 
 

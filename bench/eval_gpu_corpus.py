@@ -1,6 +1,7 @@
 """GPU run of the evaluator's hack corpus (Triton + CUDA C++ + sandbox attacks) and the speedup spread of one kernel.
 
 Usage: python bench/eval_gpu_corpus.py --out DIR [--sandbox on,off] [--device cuda|cpu]
+       [--spread-rel-se 0.002,0.01 --spread-repeats 8 --spread-only]
 (about 2-4 minutes per setting on one H200). Writes DIR/verdicts.json, DIR/verdicts.md,
 DIR/spread.json, and prints the tables last. Every candidate goes through EvaluatorPool with the
 result cache bypassed, once per `--sandbox` setting (on: containment as configured, required
@@ -9,8 +10,10 @@ side: each row names the containment in force, and the summary gives wall time p
 setting and whether verdicts agree. The sandbox attacks (tests/evaluator/candidates_sandbox/, not
 those evaluated only through the build tests) run once more after them, contained, and are left
 out of the timing comparison. On cuda the spread
-candidate (tests/evaluator/candidates_cuda/triton_matmul.py) is evaluated 5 separate times per
-setting; `--device cpu` runs the CPU corpus and attacks (no timing, no spread), to measure
+candidate (tests/evaluator/candidates_cuda/triton_matmul.py) is evaluated `--spread-repeats` separate
+times per setting and per timing stop in `--spread-rel-se` (the speedups' spread is between jobs; beside it, their
+spread once each is scaled by its job's clock against the reference's: whether the probe explains it); `--spread-only`
+skips the corpus; `--device cpu` runs the CPU corpus and attacks (no timing, no spread), to measure
 containment's cost on a machine without a GPU. It does NOT compare with KernelBench
 (bench/eval_throughput.py does).
 """
@@ -92,21 +95,29 @@ async def run_corpus(paths: list[Path], cache_dir: str, workers_per_gpu: int = 0
     return {"rows": rows, "wall_s": round(time.perf_counter() - began, 2), "start_s": round(start_s, 2)}
 
 
-async def run_spread(cache_dir: str, repeats: int = 5, setting: str = "on") -> dict:
+def spread(values: list[float]) -> float:
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+async def run_spread(cache_dir: str, repeats: int, setting: str, rel_se: float | None) -> dict:
     from kernelzero.gpu_workers import EvaluatorPool
     problem = (CORPUS / "problems" / f"{header(SPREAD_CANDIDATE)['problem']}.py").read_text()
     source = SPREAD_CANDIDATE.read_text()
     runs = []
-    async with EvaluatorPool(config_for({}, cache_dir, "spread", setting=setting), device="cuda",
+    stop = {} if rel_se is None else {"config": f"timing_rel_se={rel_se}"}
+    async with EvaluatorPool(config_for(stop, cache_dir, "spread", setting=setting), device="cuda",
                              use_cache=False) as pool:
         for _ in range(repeats):  # each evaluation runs in a fresh forked process: nothing carries over
             r = await pool.evaluate(problem, source)
             runs.append({"verdict": r.verdict, "reason": r.reason, "speedup": r.speedup, "runtime_ms": r.runtime_ms,
                          "ref_eager_ms": r.ref_eager_ms, "iqr_ms": r.runtime_iqr_ms, "n": r.timing_n,
                          "clock_vs_reference": r.evidence.get("clock_vs_reference", "")})
-    speedups = [x["speedup"] for x in runs if x["speedup"]]
-    spread = (max(speedups) - min(speedups)) / statistics.median(speedups) if len(speedups) == repeats else None
-    return {"candidate": SPREAD_CANDIDATE.name, "runs": runs, "spread": spread}
+    timed = [x for x in runs if x["speedup"]]
+    whole = len(timed) == repeats
+    clocked = [x["speedup"] * float(x["clock_vs_reference"]) for x in timed if x["clock_vs_reference"]]
+    return {"candidate": SPREAD_CANDIDATE.name, "rel_se": pool.config.timing_rel_se, "runs": runs,
+            "spread": spread([x["speedup"] for x in timed]) if whole else None,
+            "clock_scaled_spread": spread(clocked) if whole and len(clocked) == repeats else None}
 
 
 def summary(runs: dict[str, dict]) -> list[str]:
@@ -140,16 +151,21 @@ def markdown(runs: dict[str, dict], spreads: dict[str, dict], device: str, total
                      f"{'yes' if r['ok'] else 'NO'} | {fmt(r['speedup'])} | {fmt(r['runtime_ms'])} | "
                      f"{fmt(r['ref_eager_ms'])} | {r['timing_n']} | "
                      f"{r['wall_s']} |")
-    for key, spread in spreads.items():
-        by_name = {Path(r["candidate"]).stem: r for r in runs[key]["rows"]}
+    for key, run in runs.items():
+        by_name = {Path(r["candidate"]).stem: r for r in run["rows"]}
         plain, side = (by_name.get(n, {}) for n in SIDE_STREAM_PAIR)
-        spread_text = "n/a (a run was not timed)" if spread["spread"] is None else f"{100 * spread['spread']:.2f}%"
-        lines += ["", f"Setting {key}: side stream vs plain Triton ReLU (large): {plain.get('runtime_ms')} ms vs "
-                      f"{side.get('runtime_ms')} ms; speedup spread of {spread['candidate']} over "
-                      f"{len(spread['runs'])} separate evaluations: {spread_text} (speedups: "
+        if plain or side:
+            lines += ["", f"Setting {key}: side stream vs plain Triton ReLU (large): {plain.get('runtime_ms')} ms vs "
+                          f"{side.get('runtime_ms')} ms"]
+    percent = lambda v: "n/a (a run was not timed)" if v is None else f"{100 * v:.2f}%"  # noqa: E731
+    for key, spread in spreads.items():
+        lines += ["", f"{key}: speedup spread of {spread['candidate']} over {len(spread['runs'])} separate "
+                      f"evaluations: {percent(spread['spread'])}, scaled by each job's clock: "
+                      f"{percent(spread['clock_scaled_spread'])} (speedups: "
                       + ", ".join(f"{x['speedup']:.4g}" for x in spread["runs"] if x["speedup"])
                       + "; clock against the reference's: " + ", ".join(x["clock_vs_reference"] or "n/a"
-                                                                        for x in spread["runs"]) + ")"]
+                                                                        for x in spread["runs"])
+                      + "; timed calls: " + ", ".join(str(x["n"]) for x in spread["runs"]) + ")"]
     return "\n".join(lines) + "\n"
 
 
@@ -162,6 +178,10 @@ def main() -> int:
                         help="containment settings, each running the corpus once (on: as configured; off: none)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cpu: the CPU corpus and attacks, no timing, no spread")
+    parser.add_argument("--spread-rel-se", default="", help="timing stops for the spread, comma-separated "
+                                                             "(default: the config's)")
+    parser.add_argument("--spread-repeats", type=int, default=5, help="separate evaluations per spread")
+    parser.add_argument("--spread-only", action="store_true", help="the spread alone, without the corpus")
     args = parser.parse_args()
     if set(args.sandbox) - set(SANDBOX_SETTINGS):
         parser.error(f"--sandbox takes {', '.join(SANDBOX_SETTINGS)}")
@@ -173,18 +193,22 @@ def main() -> int:
     device = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     started = time.perf_counter()
     runs, spreads = {}, {}
+    stops = [float(v) for v in args.spread_rel_se.split(",")] if args.spread_rel_se else [None]
     with tempfile.TemporaryDirectory(prefix="kz-eval-") as cache_dir:
         for i, setting in enumerate(args.sandbox):
             key = setting if args.sandbox.count(setting) == 1 else f"{setting} #{i + 1}"
-            runs[key] = asyncio.run(run_corpus(corpus(args.device), cache_dir, args.workers_per_gpu, setting,
-                                               args.device))
-            for row in runs[key]["rows"]:
-                row["setting"] = key
-            if args.device == "cuda":
-                spreads[key] = asyncio.run(run_spread(cache_dir, setting=setting))
-        runs[ATTACKS] = asyncio.run(run_corpus(attacks(), cache_dir, args.workers_per_gpu, "on", args.device))
-        for row in runs[ATTACKS]["rows"]:
-            row["setting"] = ATTACKS
+            if not args.spread_only:
+                runs[key] = asyncio.run(run_corpus(corpus(args.device), cache_dir, args.workers_per_gpu, setting,
+                                                   args.device))
+                for row in runs[key]["rows"]:
+                    row["setting"] = key
+            for rel_se in stops if args.device == "cuda" else []:
+                spread = asyncio.run(run_spread(cache_dir, args.spread_repeats, setting, rel_se))
+                spreads[f"Setting {key}, timing_rel_se {spread['rel_se']}"] = spread
+        if not args.spread_only:
+            runs[ATTACKS] = asyncio.run(run_corpus(attacks(), cache_dir, args.workers_per_gpu, "on", args.device))
+            for row in runs[ATTACKS]["rows"]:
+                row["setting"] = ATTACKS
     total = time.perf_counter() - started
     rows = [r for run in runs.values() for r in run["rows"]]
     settings = {k: {"wall_s": v["wall_s"], "start_s": v["start_s"]} for k, v in runs.items()}

@@ -1,7 +1,7 @@
 """Where one evaluation's time goes on a GPU, and what judging a group of G samples of one module costs against one sample.
 
 Usage: python bench/eval_stages.py --problem PROBLEM.py --candidate CANDIDATE.py --out DIR [--reps 3] [--group 8]
-       [--workers 0,8] [--profile]
+       [--workers 0,8] [--rel-se 0.002,0.01] [--profile]
 
 Two parts, on one problem and one Triton candidate:
 - stages: jobs run as a worker runs them (a fork of a process that imported torch and Triton, CUDA not yet
@@ -12,7 +12,9 @@ Two parts, on one problem and one Triton candidate:
   reference is timed again, as a new module's is); each variant's kernel carries a different comment, so Triton
   compiles it again as it would a different sample's. Wall of each and their ratio (issue 27's target: at most 3x),
   and per sample the seconds it waited for the GPU alone and timed on it (they add up across one GPU's samples).
-  `--workers` lists the workers per GPU to try, one pool each (0: the default, from the GPU's memory and cores).
+  `--workers` lists the workers per GPU to try, one pool each (0: the default, from the GPU's memory and cores),
+  and `--rel-se` the timing stops to try (`timing_rel_se`, every pair of the two lists in turn, side by side); the
+  group's speedups (one kernel, so their spread is between jobs) and clocks against the reference's are reported.
 With --profile the candidate jobs run under cProfile (slower: read its shares, not its seconds): DIR/profile.txt
 holds the first one's functions by own time, then the evaluator's own by cumulative time; `--group 0` skips the
 group.
@@ -130,11 +132,17 @@ def evidence_sum(results: list, key: str) -> float:
     return sum(float(r.evidence.get(key, 0.0)) for r in results)
 
 
-async def group(problem_src: str, candidate_src: str, size: int, workers: int) -> dict:
+def spread(values: list[float]) -> float | None:
+    """(max - min) / median, the between-job spread of one kernel's speedups; None unless every one was timed."""
+    return (max(values) - min(values)) / statistics.median(values) if values and all(values) else None
+
+
+async def group(problem_src: str, candidate_src: str, size: int, workers: int, rel_se: float | None) -> dict:
     from kernelzero.config import EvaluatorConfig
     from kernelzero.gpu_workers.pool import EvaluatorPool
     with tempfile.TemporaryDirectory() as cache:
-        config = EvaluatorConfig(cache_dir=cache, workers_per_gpu=workers)
+        stop = {} if rel_se is None else {"timing_rel_se": rel_se}
+        config = EvaluatorConfig(cache_dir=cache, workers_per_gpu=workers, **stop)
         async with EvaluatorPool(config, device="cuda", use_cache=False) as pool:
             start = time.perf_counter()
             one = await pool.evaluate(problem_src, variant(candidate_src, 0))
@@ -144,11 +152,15 @@ async def group(problem_src: str, candidate_src: str, size: int, workers: int) -
             many = await asyncio.gather(*(pool.evaluate(new_module, variant(candidate_src, i))
                                           for i in range(1, size + 1)))
             group_s = time.perf_counter() - start
-            return {"workers": pool.workers, "one_s": one_s, "group_s": group_s, "ratio": group_s / one_s,
+            speedups = [r.speedup or 0.0 for r in many]
+            return {"workers": pool.workers, "rel_se": config.timing_rel_se, "one_s": one_s, "group_s": group_s,
+                    "ratio": group_s / one_s,
                     "one": f"{one.verdict} {one.reason}", "group": [f"{r.verdict} {r.reason}" for r in many],
                     "one_timing_s": evidence_sum([one], "timing_s"),
                     **{f"group_{key}": evidence_sum(many, key) for key in ("timing_s", "turn_wait_s", "warmup_s")},
-                    "group_timing_n": [r.timing_n for r in many]}
+                    "group_timing_n": [r.timing_n for r in many], "group_speedups": speedups,
+                    "group_speedup_spread": spread(speedups),
+                    "group_clock_vs_reference": [r.evidence.get("clock_vs_reference", "") for r in many]}
 
 
 def main() -> None:
@@ -159,12 +171,14 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3, help="uncontained jobs timed by stage")
     parser.add_argument("--group", type=int, default=8, help="samples judged at once, G (0: no group)")
     parser.add_argument("--workers", default="0", help="workers per GPU to try, comma-separated (0: the default)")
+    parser.add_argument("--rel-se", default="", help="timing stops to try, comma-separated (default: the config's)")
     parser.add_argument("--profile", action="store_true", help="candidate jobs under cProfile: DIR/profile.txt")
     args = parser.parse_args()
     problem_src, candidate_src = args.problem.read_text(), args.candidate.read_text()
     runs = stages(problem_src, candidate_src, args.reps, args.profile)
-    judged = [asyncio.run(group(problem_src, candidate_src, args.group, int(w))) for w in args.workers.split(",")
-              if args.group]
+    stops = [float(v) for v in args.rel_se.split(",")] if args.rel_se else [None]
+    judged = [asyncio.run(group(problem_src, candidate_src, args.group, int(w), rel_se))
+              for rel_se in stops for w in args.workers.split(",") if args.group]
     args.out.mkdir(parents=True, exist_ok=True)
     if args.profile:
         (args.out / "profile.txt").write_text(runs[1]["profile"])
@@ -178,11 +192,14 @@ def main() -> None:
     print("reference:", reference_job["reference"])
     print("candidate jobs:", [(r["verdict"], r["runtime_ms"], r["speedup"], r["timing_n"]) for r in jobs])
     for g in judged:
-        print(f"contained, {g['workers']} workers: one sample {g['one_s']:.2f} s ({g['one']}, timed "
+        group_spread = "n/a" if g["group_speedup_spread"] is None else f"{100 * g['group_speedup_spread']:.1f}%"
+        print(f"contained, {g['workers']} workers, timing_rel_se {g['rel_se']}: one sample {g['one_s']:.2f} s "
+              f"({g['one']}, timed "
               f"{g['one_timing_s']:.2f} s), {args.group} at once {g['group_s']:.2f} s, ratio {g['ratio']:.2f}; "
               f"group verdicts {sorted(set(g['group']))}; summed over the group: timed {g['group_timing_s']:.2f} s "
               f"(warm-up {g['group_warmup_s']:.2f} s), waited for the GPU {g['group_turn_wait_s']:.2f} s; "
-              f"timed calls {g['group_timing_n']}")
+              f"timed calls {g['group_timing_n']}; speedups {[round(v, 3) for v in g['group_speedups']]} (spread "
+              f"{group_spread}), clocks against the reference's {g['group_clock_vs_reference']}")
 
 
 if __name__ == "__main__":

@@ -79,7 +79,9 @@ class EvaluatorConfig(Section):
     static_checks: bool = True  # AST rules; off only to test the run-time defences behind them
     allowed_torch_ops: list[str] = msgspec.field(default_factory=lambda: [  # aten compute allowed beside a custom kernel
         "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution"])
-    timing_rel_se: float = 0.002  # stop timing once the median's standard error is this share of it (or 0.5 us)
+    # stop timing once the median's standard error is this share of it (or 0.5 us); separate jobs of one kernel agree
+    # only to 1-7% (clocks differ between jobs), so a finer stop (0.002 before) bought no agreement (docs/BENCHMARKS.md)
+    timing_rel_se: float = 0.01
     timing_input_sets: int = 4  # input sets rotated between timed calls
     physical_slack: float = 0.5  # reject runtimes below this share of the bytes/bandwidth, flops/peak bound
     # what the evaluator may use of a GPU's memory (torch caching allocator): workers sharing the GPU each

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from kernelzero.kit.problems import INPUT_SCALES
+from kernelzero.kit.seeding import seed_generators
 
 RTOL = 1e-3  # ten times tighter than the evaluator's default: what passes here has margin there
 ATOL = 1e-3  # times the reference's RMS, as the evaluator's comparison scales it
@@ -166,9 +167,9 @@ def _close(expected: torch.Tensor, got: Any) -> str:
 def _trials(module: dict[str, Any], seeds: tuple[int, ...]):
     """(name, inputs): a draw per seed, then the first draw under each of the judges' INPUT_SCALES."""
     for seed in seeds:
-        torch.manual_seed(seed)
+        seed_generators(seed)
         yield f"seed {seed}", module["get_inputs"]()
-    torch.manual_seed(seeds[0])
+    seed_generators(seeds[0])
     first = module["get_inputs"]()
     for name, factor in INPUT_SCALES.items():
         yield name, [t * factor if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in first]
@@ -186,7 +187,7 @@ def check(module_source: str, answer_source: str, seeds: tuple[int, ...] = (0, 1
     except Exception as exc:  # noqa: BLE001  (any failure to load is the answer's)
         raise CheckFailed(f"the answer does not load: {type(exc).__name__}: {exc}") from exc
     init = module["get_init_inputs"]()
-    torch.manual_seed(0)
+    seed_generators(0)
     reference = module["Model"](*init)
     try:
         candidate = answer["ModelNew"](*init)

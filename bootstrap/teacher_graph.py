@@ -18,6 +18,7 @@ from torch.fx import GraphModule, Node, symbolic_trace
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 
 from kernelzero.bootstrap.teacher_ops import ALIASES, OPS, REQUIRED, Op
+from kernelzero.kit.seeding import seed_generators
 
 
 class NotLowerable(ValueError):
@@ -51,7 +52,7 @@ def trace(source: str) -> GraphModule:
     namespace: dict = {"__name__": "kernelzero_teacher_module"}
     try:
         exec(compile(source, "<module>", "exec"), namespace)
-        torch.manual_seed(0)
+        seed_generators(0)
         module = namespace["Model"](*namespace["get_init_inputs"]())
         inputs = list(namespace["get_inputs"]())
     except Exception as exc:

@@ -17,24 +17,10 @@ import torch
 from kernelzero.gpu_workers import compare
 from kernelzero.gpu_workers.blame import problem_call, short
 from kernelzero.kit.problems import INPUT_SCALES
+from kernelzero.kit.seeding import seed_generators
 
 SHUFFLE_MAX = 1 << 22  # elements shuffled at most: enough to change any output, its permutation stays small
 TRIAL_SEED, TIMING_SEED, SHUFFLE_SEED = 1000, 5000, 7  # offsets from the configured seed
-# bound before candidate code loads, like compare.py's functions
-_cpu_generator, _seed_cuda, _cuda_initialized = torch.random.default_generator, torch.cuda.manual_seed_all, \
-    torch.cuda.is_initialized
-
-
-def seed_generators(seed: int) -> None:
-    """torch.manual_seed for the generators an evaluation draws from: the CPU's, and CUDA's once initialised.
-
-    torch.manual_seed also queues a seeding, with a formatted stack, for every device type not initialised
-    (XPU, MTIA): under cProfile on an H100 host 0.49 s of a 6.9 s job, two stacks per timed call, for
-    generators no evaluation draws from.
-    """
-    _cpu_generator.manual_seed(seed)
-    if _cuda_initialized():
-        _seed_cuda(seed)
 
 
 class BrokenBuffer(Exception):

@@ -266,10 +266,12 @@ def probe(source: str) -> str:
     """Run a module in this process twice (trusted, synthesizer-written code only); '' or why its output is useless."""
     import torch
 
+    from kernelzero.kit.seeding import seed_generators
+
     def run(seed: int):
         namespace: dict = {}
         exec(compile(source, "<synthesized>", "exec"), namespace)
-        torch.manual_seed(seed)
+        seed_generators(seed)
         model = namespace["Model"](*namespace["get_init_inputs"]())
         with torch.no_grad():
             return model(*namespace["get_inputs"]())

@@ -95,8 +95,9 @@ async def run_corpus(paths: list[Path], cache_dir: str, workers_per_gpu: int = 0
     return {"rows": rows, "wall_s": round(time.perf_counter() - began, 2), "start_s": round(start_s, 2)}
 
 
-def spread(values: list[float]) -> float:
-    return (max(values) - min(values)) / statistics.median(values)
+def spread(values: list[float]) -> float | None:
+    """(max - min) / median, the between-job spread of one kernel's speedups; None unless every one was timed (> 0)."""
+    return (max(values) - min(values)) / statistics.median(values) if values and all(values) else None
 
 
 async def run_spread(cache_dir: str, repeats: int, setting: str, rel_se: float | None) -> dict:
@@ -112,12 +113,10 @@ async def run_spread(cache_dir: str, repeats: int, setting: str, rel_se: float |
             runs.append({"verdict": r.verdict, "reason": r.reason, "speedup": r.speedup, "runtime_ms": r.runtime_ms,
                          "ref_eager_ms": r.ref_eager_ms, "iqr_ms": r.runtime_iqr_ms, "n": r.timing_n,
                          "clock_vs_reference": r.evidence.get("clock_vs_reference", "")})
-    timed = [x for x in runs if x["speedup"]]
-    whole = len(timed) == repeats
-    clocked = [x["speedup"] * float(x["clock_vs_reference"]) for x in timed if x["clock_vs_reference"]]
     return {"candidate": SPREAD_CANDIDATE.name, "rel_se": pool.config.timing_rel_se, "runs": runs,
-            "spread": spread([x["speedup"] for x in timed]) if whole else None,
-            "clock_scaled_spread": spread(clocked) if whole and len(clocked) == repeats else None}
+            "spread": spread([x["speedup"] or 0.0 for x in runs]),
+            "clock_scaled_spread": spread([(x["speedup"] or 0.0) * float(x["clock_vs_reference"] or 0.0)
+                                           for x in runs])}
 
 
 def summary(runs: dict[str, dict]) -> list[str]:

@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from eval_gpu_corpus import spread  # a sibling script (bench/ leads sys.path when either is run)
+
 STAGES = ("_start_gpu", "prepare_reference", "time_reference", "count_ref_flops", "import_candidate", "run_trials",
           "proof_of_work", "time_it")
 
@@ -130,11 +132,6 @@ def variant(candidate_src: str, i: int) -> str:
 
 def evidence_sum(results: list, key: str) -> float:
     return sum(float(r.evidence.get(key, 0.0)) for r in results)
-
-
-def spread(values: list[float]) -> float | None:
-    """(max - min) / median, the between-job spread of one kernel's speedups; None unless every one was timed."""
-    return (max(values) - min(values)) / statistics.median(values) if values and all(values) else None
 
 
 async def group(problem_src: str, candidate_src: str, size: int, workers: int, rel_se: float | None) -> dict:

@@ -89,7 +89,7 @@ def _step_callback(progress: Callable[[int, int], None]):
 
 def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learning_rate: float | None = None,
             batch_size: int = 4, max_length: int = 2048, lora_rank: int = 16, lora_alpha: int = 32,
-            device: str = "auto", seed: int = 0, stop=None,
+            device: str = "auto", seed: int = 0, stop=None, gradient_checkpointing: bool = False,
             progress: Callable[[int, int], None] | None = None) -> SftReport:
     """Train and write `out` atomically; returns the losses and the held-out checks of `stop` (a sft_stop.BandStop).
 
@@ -115,6 +115,9 @@ def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learnin
         completion_only_loss=True, logging_steps=1, save_strategy="no", report_to=[], seed=seed,
         use_cpu=torch_device.type == "cpu", bf16=torch_device.type == "cuda", lr_scheduler_type="cosine",
         warmup_steps=WARMUP, adam_beta2=ADAM_BETA2, train_sampling_strategy="group_by_length", disable_tqdm=True,
+        # trl turns it on by default: recomputing a tiny model's activations cost 15% of a CPU step for no memory
+        # that matters, the losses the same to the last digit (docs/BENCHMARKS.md); a large model asks for it
+        gradient_checkpointing=gradient_checkpointing,
     )
     peft_config = LoraConfig(r=lora_rank, lora_alpha=lora_alpha, target_modules="all-linear",
                              task_type="CAUSAL_LM") if lora_rank > 0 else None

@@ -60,7 +60,8 @@ def main(args, config) -> int:
         stop = band_stop(args, config)
         report = run_sft(args.data, model_dir, args.out, epochs=args.epochs, learning_rate=args.learning_rate,
                          batch_size=args.batch_size, max_length=args.max_length, lora_rank=lora_rank,
-                         lora_alpha=config.trainer.lora_alpha, device=args.device, seed=args.seed, stop=stop)
+                         lora_alpha=config.trainer.lora_alpha, device=args.device, seed=args.seed, stop=stop,
+                         gradient_checkpointing=config.trainer.gradient_checkpointing)
     except (SftError, ModelLoadError) as exc:
         print(f"kernelzero sft: {exc}", file=sys.stderr)
         return 2

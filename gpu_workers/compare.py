@@ -23,7 +23,7 @@ CHUNK = 1 << 24  # elements compared at once: float64 copies of huge outputs sta
 _abs, _isnan, _isinf, _isfinite = torch.abs, torch.isnan, torch.isinf, torch.isfinite
 _where, _sqrt, _sum, _max, _all, _any, _eq = torch.where, torch.sqrt, torch.sum, torch.max, torch.all, torch.any, torch.eq
 _to, _view, _reshape, _item = torch.Tensor.to, torch.Tensor.view, torch.Tensor.reshape, torch.Tensor.item
-_zeros_like, _numel = torch.zeros_like, torch.Tensor.numel
+_zeros, _zeros_like, _numel = torch.zeros, torch.zeros_like, torch.Tensor.numel
 _sub, _mul, _add, _gt, _ne = torch.sub, torch.mul, torch.add, torch.gt, torch.ne
 _view_as_real, _resolve_conj, _as_tensor = torch.view_as_real, torch.resolve_conj, torch.tensor
 _storage_bytes = torch.UntypedStorage.nbytes
@@ -284,8 +284,9 @@ def fingerprint(t: torch.Tensor, weights: torch.Tensor) -> tuple:
     form = (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
     flat = _reshape(_view_as_real(_resolve_conj(t)) if t.is_complex() else t, (-1,))
     bits = _view(flat, _BITS[flat.element_size()])
-    total = 0
+    # summed on the device, wrapping as the Python sum modulo 2**64 would: one synchronization, not one a chunk
+    total = _zeros((), dtype=torch.int64, device=t.device)
     for k, start in enumerate(range(0, _numel(bits), CHUNK)):
         part = _to(bits[start:start + CHUNK], torch.int64)
-        total += int(_item(_sum(_mul(part, weights[:_numel(part)])))) * (2 * k + 1)
-    return form, total % _WORD
+        total = _add(total, _mul(_sum(_mul(part, weights[:_numel(part)])), 2 * k + 1))
+    return form, int(_item(total)) % _WORD

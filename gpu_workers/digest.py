@@ -64,6 +64,8 @@ def _block_sums(flat: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Ten
     (wrapping int64 sum, position-weighted sum, zeros); whole blocks CHUNK elements at a time."""
     n, floating = _numel(flat), flat.is_floating_point()
     rows = max(1, CHUNK // block)
+    # outputs are nearly always finite: one pass that says so spares the float64 copies and masks of every chunk
+    float_sums = _finite_sums if floating and _all_finite(flat) else _float_sums
     parts: list[tuple[torch.Tensor, ...]] = []
     for start in range(0, n, rows * block):
         stop = min(n, start + rows * block)
@@ -71,8 +73,23 @@ def _block_sums(flat: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Ten
         pad = -(stop - start) % block
         if pad:  # zeros add nothing to any sum or count
             part = _cat([part, _zeros(pad, dtype=part.dtype, device=part.device)])
-        parts.append(_float_sums(part, block) if floating else _integer_sums(part, block, start))
+        parts.append(float_sums(part, block) if floating else _integer_sums(part, block, start))
     return tuple(_cat([p[i] for p in parts]) for i in range(3))
+
+
+def _all_finite(flat: torch.Tensor) -> bool:
+    """Whether no element is NaN or infinite: CHUNK elements at a time, counted on the device, one synchronization."""
+    finite = _zeros((), dtype=torch.int64, device=flat.device)
+    for start in range(0, _numel(flat), CHUNK):
+        finite = _add(finite, _sum(_isfinite(flat[start:start + CHUNK])))
+    return int(_item(finite)) == _numel(flat)
+
+
+def _finite_sums(part: torch.Tensor, block: int) -> tuple[torch.Tensor, ...]:
+    """`_float_sums` of a part known to hold no NaN or infinity: summed in float64 without a float64 copy."""
+    rows = _reshape(part, (-1, block))
+    return (_sum(rows, 1, dtype=torch.float64), _sum(_abs(rows), 1, dtype=torch.float64),
+            _zeros(rows.shape[0], dtype=torch.int64, device=part.device))
 
 
 def _float_sums(part: torch.Tensor, block: int) -> tuple[torch.Tensor, ...]:
@@ -203,14 +220,14 @@ def make(t: torch.Tensor) -> Digest:
 
 def _square_sum(flat: torch.Tensor) -> tuple[float, int]:
     """Sum of squares and count of the finite elements (floats; integers count as finite), CHUNK at a time."""
-    total, count = 0.0, 0
+    total = _zeros((), dtype=torch.float64, device=flat.device)
+    count = _zeros((), dtype=torch.int64, device=flat.device)
     for start in range(0, _numel(flat), CHUNK):
         e = _to(flat[start:start + CHUNK], torch.float64)
         finite = _isfinite(e)
         e0 = _where(finite, e, _zeros((), dtype=torch.float64, device=e.device))
-        total += float(_item(_sum(_mul(e0, e0))))
-        count += int(_item(_sum(finite)))
-    return total, count
+        total, count = _add(total, _sum(_mul(e0, e0))), _add(count, _sum(finite))
+    return float(_item(total)), int(_item(count))
 
 
 def of_outputs(outputs: list) -> list:

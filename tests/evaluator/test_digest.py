@@ -69,6 +69,17 @@ def test_non_finite_values_must_match_in_kind_and_place() -> None:
     assert judge(e, torch.nan_to_num(e)).reason == "nan_parity"
 
 
+def test_the_sums_of_a_finite_output_skip_the_masks_and_agree_with_them() -> None:
+    e = ref()
+    flat = e.reshape(-1).to(torch.float16)
+    fast, masked = digest._finite_sums(flat, 60), digest._float_sums(flat, 60)
+    assert all(torch.allclose(a, b, rtol=1e-12, atol=0) and a.dtype == b.dtype for a, b in zip(fast, masked))
+    assert digest._all_finite(flat) and not digest._all_finite(torch.cat([flat, torch.tensor([float("inf")])]))
+    got = e.clone()
+    got[7, 7] = float("nan")  # the finite reference's sums came from the fast path; this output's from the masks
+    assert judge(e, got).reason == "nan_parity"
+
+
 def test_form_constancy_integers_and_complex() -> None:
     e = ref()
     assert judge(e, e.double()).reason == "dtype_mismatch" and judge(e, e.t()).reason == "shape_mismatch"

@@ -59,13 +59,16 @@ def _real_flat(t: torch.Tensor) -> torch.Tensor:
     return _reshape(t, (-1,))
 
 
-def _block_sums(flat: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _block_sums(flat: torch.Tensor, block: int, all_finite: bool | None = None) -> tuple[torch.Tensor, ...]:
     """Per block: floats (sum of finite elements, sum of their magnitudes, non-finite code); integers
-    (wrapping int64 sum, position-weighted sum, zeros); whole blocks CHUNK elements at a time."""
+    (wrapping int64 sum, position-weighted sum, zeros); whole blocks CHUNK elements at a time. `all_finite`,
+    where the caller has counted it, spares a pass."""
     n, floating = _numel(flat), flat.is_floating_point()
     rows = max(1, CHUNK // block)
     # outputs are nearly always finite: one pass that says so spares the float64 copies and masks of every chunk
-    float_sums = _finite_sums if floating and _all_finite(flat) else _float_sums
+    if floating and all_finite is None:
+        all_finite = _all_finite(flat)
+    float_sums = _finite_sums if all_finite else _float_sums
     parts: list[tuple[torch.Tensor, ...]] = []
     for start in range(0, n, rows * block):
         stop = min(n, start + rows * block)
@@ -212,8 +215,8 @@ def make(t: torch.Tensor) -> Digest:
     else:
         gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
         index = _to(_sort(_randint(0, n, (SAMPLES,), generator=gen)).values, flat.device)
-    sums, sums2, codes = _block_sums(flat, block) if n else (flat.new_zeros(0),) * 3
     sum_e2, finite = _square_sum(flat)
+    sums, sums2, codes = _block_sums(flat, block, finite == n) if n else (flat.new_zeros(0),) * 3
     return Digest(shape=t.shape, dtype=t.dtype, device=t.device, block=block, index=index, values=flat[index].clone(),
                   sums=sums, sums2=sums2, codes=codes, sum_e2=sum_e2, finite=finite, constant=compare.is_constant(flat))
 

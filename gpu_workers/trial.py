@@ -43,6 +43,7 @@ from kernelzero.gpu_workers.input_sets import BrokenBuffer, InputSets
 from kernelzero.gpu_workers.memory_ledger import MemoryLedger, nbytes
 from kernelzero.gpu_workers.result import ProblemFailed, evaluation
 from kernelzero.kit.problems import load_problem
+from kernelzero.kit.seeding import seed_generators
 from kernelzero.kit.tracing import tensors
 from kernelzero.schemas import Evaluation
 from kernelzero.schemas.messages import Job, JobAnswer, ReferenceTiming
@@ -93,6 +94,7 @@ class TrialRun:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+        torch.cuda.init()  # seed_generators seeds CUDA only once it is initialised: before the first seeding
         self.turns = device_turns.for_device(self.device.index or 0)
         self.turns.share()
         free, self.device_bytes = torch.cuda.mem_get_info(self.device)
@@ -156,14 +158,14 @@ class TrialRun:
 
     # ---- reference side (before candidate code exists in this process) ----
     def _reference_model(self) -> torch.nn.Module:
-        torch.manual_seed(self.cfg.seed)
+        seed_generators(self.cfg.seed)
         with torch.device(self.device):
             model = problem_call(self.problem.Model, *self.init_inputs)
         return problem_call(model.to, self.device)
 
     def _forward_reference(self, inputs: list[Any]) -> Any:
         self.ref_calls += 1
-        torch.manual_seed(10_000_019 + self.ref_calls)  # a reference that draws randomness differs run to run
+        seed_generators(10_000_019 + self.ref_calls)  # a reference that draws randomness differs run to run
         with torch.no_grad():
             out = problem_call(self.ref_model, *inputs)  # inputs are freshly drawn: nothing else sees them
         self._sync()
@@ -220,7 +222,7 @@ class TrialRun:
 
     def _prepare(self) -> None:
         self.problem = problem_call(load_problem, self.job.problem_src)
-        torch.manual_seed(self.cfg.seed)
+        seed_generators(self.cfg.seed)
         self.init_inputs = list(problem_call(self.problem.get_init_inputs))
         self.ref_model = self._reference_model()
         self.sets = InputSets(self.problem, self.cfg.seed, self.device, natives=max(self.cfg.trials, 2),
@@ -335,7 +337,7 @@ class TrialRun:
         if not isinstance(model_new, type):
             raise EarlyVerdict("compile_error", "no_model_new", error="the candidate defines no class ModelNew")
         try:
-            torch.manual_seed(self.cfg.seed)
+            seed_generators(self.cfg.seed)
             with torch.device(self.device):
                 model = model_new(*self.init_inputs)
             self.model = model.to(self.device)

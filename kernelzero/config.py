@@ -155,7 +155,7 @@ class CoderConfig(GenerationConfig):
     prompt: Literal["full", "compact"] = "full"  # compact: the reference alone, for from-scratch models
     group_size: int = 8
     repair_turns: int = 0
-    max_inflight_groups: int = 4
+    max_inflight_groups: int = 4  # modules polled at once, and sampled in one generation per kind
 
     def rules(self) -> dict[str, tuple[bool, str]]:
         return super().rules() | {

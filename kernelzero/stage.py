@@ -38,7 +38,11 @@ class Stage(Protocol):
 
     - `async def handle(event) -> Sequence[Event]`: one decoded event at a time (the host decodes,
       skips unknown types and dead-letters what fails);
-    - `async def take(records) -> Sequence[Event]`: each polled batch of raw `Record`s at once.
+    - `async def take(records) -> Sequence[Event]`: each polled batch of raw `Record`s at once;
+    - `async def handle_many(events) -> list[Sequence[Event]]` beside `handle`: a poll's decoded events at once,
+      the outputs of each in order (the Coder samples its modules in one generation); where it raises, the host
+      discards what it returned and handles the events one at a time, so only the event that fails is
+      dead-lettered.
 
     Optional: `max_records` taken per poll (default 64); `concurrency` events handled at once
     (default 1, `handle` only); `async def opened(consumer)`, called once its consumer has joined,
@@ -108,9 +112,11 @@ def publish_to(log_url: str, events: Sequence[Event], producer_name: str = "publ
     anyio.run(run)
 
 
-async def _handle_record(stage: Stage, record: Record, stats: StageStats) -> list[Event]:
+def _decoded(stage: Stage, record: Record, stats: StageStats) -> Event | list[Event]:
+    """The record's event, or what replaces its handling: nothing for an unknown type, a dead letter for bytes
+    that do not decode."""
     try:
-        event = decode(record.value)
+        return decode(record.value)
     except UnknownEventType as exc:
         stats.skipped_unknown += 1
         logger.info("%s skips %s/%d@%d: %s", stage.name, record.topic, record.partition, record.offset, exc)
@@ -118,12 +124,36 @@ async def _handle_record(stage: Stage, record: Record, stats: StageStats) -> lis
     except DecodeError as exc:
         stats.dead_lettered += 1
         return [dead_letter(record, "undecodable", str(exc), stage.name)]
+
+
+async def _handle_record(stage: Stage, record: Record, stats: StageStats) -> list[Event]:
+    event = _decoded(stage, record, stats)
+    return event if isinstance(event, list) else await _handle_event(stage, record, event, stats)
+
+
+async def _handle_event(stage: Stage, record: Record, event: Event, stats: StageStats) -> list[Event]:
     try:
         return list(await stage.handle(event))
     except Exception:  # one bad event must not stop the stage: it is parked with its traceback
         stats.dead_lettered += 1
         logger.exception("%s failed on %s", stage.name, event.event_id)
         return [dead_letter(record, "handler_error", traceback.format_exc(), stage.name)]
+
+
+async def _handle_together(stage: Stage, records: list[Record], stats: StageStats) -> list[Event]:
+    """`stage.handle_many` on the batch's decodable events; each alone (`handle`) where it raises."""
+    decoded = [_decoded(stage, record, stats) for record in records]
+    events = [e for e in decoded if not isinstance(e, list)]
+    try:
+        answered = await stage.handle_many(events) if events else []
+        if len(answered) != len(events):
+            raise ValueError(f"{stage.name}.handle_many answered {len(answered)} of {len(events)} events")
+        outputs = iter(answered)
+    except Exception:  # noqa: BLE001  (one event of the batch may be bad: find it alone)
+        logger.info("%s: a batch of %d events failed; handling them one at a time", stage.name, len(events))
+        outputs = iter([await _handle_event(stage, r, e, stats) for r, e in zip(records, decoded)
+                        if not isinstance(e, list)])
+    return [out for e in decoded for out in (e if isinstance(e, list) else next(outputs))]
 
 
 async def _handle_batch(stage: Stage, records: list[Record], stats: StageStats, concurrency: int) -> list[Event]:
@@ -161,7 +191,7 @@ async def run_stage(
     max_records = max_records or getattr(stage, "max_records", 64)
     concurrency = concurrency or getattr(stage, "concurrency", 1)
     topics = sorted(await log.topics()) if tuple(stage.topics) == ALL else list(stage.topics)
-    take = getattr(stage, "take", None)
+    take, handle_many = getattr(stage, "take", None), getattr(stage, "handle_many", None)
     at_head = getattr(stage, "at_head", None)
     until = until or getattr(stage, "done", None)
     async with await log.consumer(stage.name, topics, session_timeout_s=session_timeout_s) as consumer:
@@ -172,7 +202,12 @@ async def run_stage(
             records = await consumer.poll(max_records=max_records, timeout_s=0.5)
             outputs: list[Event] = []
             if records:
-                outputs = list(await take(records)) if take else await _handle_batch(stage, records, stats, concurrency)
+                if take:
+                    outputs = list(await take(records))
+                elif handle_many:
+                    outputs = await _handle_together(stage, records, stats)
+                else:
+                    outputs = await _handle_batch(stage, records, stats, concurrency)
             if at_head is not None and len(records) < max_records:
                 outputs += await at_head()
             if records or outputs:

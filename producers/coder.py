@@ -1,8 +1,9 @@
 """The Coder stage: G kernel samples per accepted module as samples.generated events, weights swapped between groups; judges no kernel.
 
 Consumes modules.accepted (sample a group), policy.updated (load the new weights once their
-sha256 checks out) and, when repair_turns > 0, samples.evaluated. The stage runner handles one
-event at a time, so a weight swap always falls between two groups, never inside one.
+sha256 checks out) and, when repair_turns > 0, samples.evaluated. A poll's events are handled in
+order, the modules between two other events sampled in one generation (one per kind: sampled or
+greedy), so a weight swap always falls between two groups, never inside one.
 Backpressure: the runner polls at most `max_inflight_groups` records at a time and polls again
 only after their samples are committed.
 
@@ -115,21 +116,60 @@ class CoderStage:
             return await self.repair(payload, causation_id=event.event_id)
         return []
 
+    async def handle_many(self, events: list[Event]) -> list[Sequence[Event]]:
+        """`handle` of each event in order, the modules between two other events sampled together."""
+        outputs: list[Sequence[Event]] = [[] for _ in events]
+        modules: list[int] = []
+        for index, event in enumerate(events):
+            if isinstance(event.payload, ModuleAccepted):
+                modules.append(index)
+                continue
+            await self._sample_groups(events, modules, outputs)
+            modules = []
+            outputs[index] = await self.handle(event)
+        await self._sample_groups(events, modules, outputs)
+        return outputs
+
+    async def _sample_groups(self, events: list[Event], indices: list[int], outputs: list[Sequence[Event]]) -> None:
+        """First-turn groups of the modules `events[indices]` into `outputs`: one generation for the sampled, one for
+        the greedy (a generation has one temperature and one group size)."""
+        for greedy in (False, True):
+            chosen = [i for i in indices if events[i].payload.greedy == greedy]
+            if not chosen:
+                continue
+            modules = [events[i].payload for i in chosen]
+            prompts = [render_coder_prompt(m.source, self.config.target, style=self.config.prompt) for m in modules]
+            version = self.generator.policy_version
+            groups = await self._generate(prompts, 1 if greedy else self.config.group_size, greedy)
+            for i, module, prompt, group in zip(chosen, modules, prompts, groups):
+                outputs[i] = self._group_events(module, [prompt], [[]], group, version, causation_id=events[i].event_id,
+                                                turn=0)
+
     async def sample_group(self, module: ModuleAccepted, *, causation_id: str) -> list[Event]:
         """G first-turn samples of one module, all under the same policy version."""
         prompt = render_coder_prompt(module.source, self.config.target, style=self.config.prompt)
         n = 1 if module.greedy else self.config.group_size
         return await self._sample(module, [prompt], [[]], n, causation_id=causation_id, turn=0)
 
+    async def _generate(self, prompts: list[str], n: int, greedy: bool) -> list[list[Completion]]:
+        cfg = self.config
+        return await self.generator.generate(prompts, n, temperature=0.0 if greedy else cfg.temperature,
+                                             top_p=cfg.top_p, max_tokens=cfg.max_tokens)
+
     async def _sample(self, module: ModuleAccepted, prompts: list[str], histories: list[list[Attempt]], n: int,
                       *, causation_id: str, turn: int) -> list[Event]:
-        cfg = self.config
         version = self.generator.policy_version
+        groups = await self._generate(prompts, n, module.greedy)
+        return self._group_events(module, prompts, histories, [c for group in groups for c in group], version,
+                                  causation_id=causation_id, turn=turn)
+
+    def _group_events(self, module: ModuleAccepted, prompts: list[str], histories: list[list[Attempt]],
+                      completions: list[Completion], version: int, *, causation_id: str, turn: int) -> list[Event]:
+        """The samples.generated events of one group (completion i answered prompts[i], or prompts[0] for all),
+        remembered for its repairs."""
+        cfg = self.config
+        n = len(completions) // len(histories)
         temperature = 0.0 if module.greedy else cfg.temperature
-        groups = await self.generator.generate(
-            prompts, n, temperature=temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
-        )
-        completions = [c for group in groups for c in group]
         events = sample_events(
             module, completions, prompts=prompts, target=cfg.target, temperature=temperature,
             policy_version=version, causation_id=causation_id, turn=turn, producer=self.producer,

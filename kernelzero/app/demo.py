@@ -112,6 +112,9 @@ def loop_config(config: Config, out: Path, args) -> Config:
     for section in (config.coder, config.proposer):
         section.backend, section.device, section.prompt = "transformers", args.device, "compact"
     config.coder.group_size = args.group_size
+    # a poll's modules are sampled in one generation per kind: a held-out measurement's modules (sampled and greedy)
+    # in one poll, 13.8 s for 32 rows where polls of 4 took 33.6 s (docs/BENCHMARKS.md)
+    config.coder.max_inflight_groups = max(config.coder.max_inflight_groups, 2 * args.heldout)
     config.proposer.apis = config.proposer.apis or list(DEMO_APIS)
     # sets of two or three, where the distillation drew one to three (Plan.api_set_sizes): the warm-started Coder
     # wrote every sample of most single APIs correctly (a demo of sets of one to three: 1 of 12 groups informative)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import msgspec
 import pytest
 
 from kernelzero.config import CoderConfig
@@ -176,3 +177,46 @@ async def test_serve_entry_point_runs_the_coder_until_idle(tmp_path, tiny_model_
     samples = await read_all(log, ["samples.generated"])
     assert len(samples) == 2 and all(e.envelope.producer == "coder" for e in samples)
     await log.close()
+
+
+class CountingGenerator:
+    """A real generator whose `generate` calls are recorded: (prompts, n, temperature)."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def generate(self, prompts, n, **options):
+        self.calls.append((list(prompts), n, options["temperature"]))
+        return await self.inner.generate(prompts, n, **options)
+
+
+async def test_a_poll_of_modules_is_sampled_in_one_generation_per_kind_and_weights_swap_between(
+        tiny_model_dir, other_model_dir):
+    generator = CountingGenerator(TransformersGenerator(str(tiny_model_dir), device="cpu"))
+    stage = CoderStage(generator, CONFIG)
+    sources = [MODULE.source.replace("sum(-1)", f"sum({d})") for d in (-1, 0, 1)]
+    first = [ModuleAccepted(module_id=f"m-{i}", fingerprint=str(i), apis=[], source=s) for i, s in enumerate(sources)]
+    greedy = msgspec.structs.replace(first[0], module_id="m-greedy", greedy=True)
+    update = PolicyUpdated(role="coder", version=1, uri=str(other_model_dir), sha256=weights_sha256(other_model_dir))
+    later = ModuleAccepted(module_id="m-later", fingerprint="l", apis=[], source=MODULE.source)
+    events = [accepted_event(first[0]), accepted_event(greedy), accepted_event(first[1]), accepted_event(first[2]),
+              make_event(update, correlation_id="policy", producer="trainer"), accepted_event(later)]
+    outputs = await stage.handle_many(events)
+
+    prompts = [render_coder_prompt(s, "triton", style="full") for s in sources]
+    assert [(len(p), n, t) for p, n, t in generator.calls] == [(3, 3, 1.0), (1, 1, 0.0), (1, 3, 1.0)]
+    assert generator.calls[0][0] == prompts
+    assert [len(o) for o in outputs] == [3, 1, 3, 3, 0, 3]
+    for event, out in zip(events, outputs):
+        for sample in out:
+            assert sample.payload.module_id == event.payload.module_id and sample.envelope.causation_id == event.event_id
+            assert sample.envelope.policy_version == (1 if event.payload.module_id == "m-later" else 0)
+    for prompt, out in zip(prompts, [outputs[0], outputs[2], outputs[3]]):  # each its own prompt, no padding
+        assert {tuple(s.payload.prompt_token_ids) for s in out} == {tuple(generator.tokenizer(prompt)["input_ids"])}
+        assert all(s.payload.prompt_hash == prompt_hash(prompt) for s in out)
+    old_model, _ = load_model(str(tiny_model_dir), device="cpu")
+    for sample in (*outputs[0], *outputs[3]):  # batched beside longer prompts, the log-probs are still the model's own
+        assert sample.payload.logprobs == pytest.approx(recomputed_logprobs(old_model, sample.payload), abs=1e-4)

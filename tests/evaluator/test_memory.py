@@ -217,6 +217,7 @@ def test_a_capped_card_is_planned_as_the_smaller_card_and_capped_against_the_rea
     from kernelzero.schemas.messages import Job
     fractions = []
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (80 * GB, 85 * GB))  # an idle H100
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, device=None: fractions.append(f))
     monkeypatch.setattr(device_turns, "for_device", lambda index: type("Turns", (), {"share": lambda self: None})())
     run = trial.TrialRun(Job(problem_src="", candidate_src="", device="cuda:0", scratch_dir="/nonexistent",

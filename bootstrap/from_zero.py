@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import json
+import math
 import multiprocessing
 import os
 import shutil
@@ -43,6 +44,9 @@ class SftPlan(msgspec.Struct, frozen=True, kw_only=True):
     band_low: float
     band_high: float
     heldout_limit: int
+    # the share of its steps after which the role's process trains on every core, the other role's SFT being done
+    # by then: a fixed step, so that the model does not depend on timing (the thread count changes the arithmetic)
+    all_cores_after: float = 1.0
 
 
 class Plan(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,8 +63,9 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     audit_share: float = 0.02
     size: str = "tiny"
     seed: int = 0
+    # the Proposer's SFT ended at 44% of the Coder's on a 2-core CPU (189 of about 430 s, docs/BENCHMARKS.md)
     coder: SftPlan = SftPlan(epochs=3, learning_rate=2e-3, batch_size=4, check_every=500, band_low=0.2,
-                             band_high=0.6, heldout_limit=MIN_MODULES)
+                             band_high=0.6, heldout_limit=MIN_MODULES, all_cores_after=0.5)
     # two epochs left a Proposer that wrote F.silu first whatever it was asked: 0 of 16 loop modules accepted where
     # two more gave 9 of 16 on the same API sets, 18 of 32 held-out modules valid (docs/BENCHMARKS.md)
     proposer: SftPlan = SftPlan(epochs=4, learning_rate=2e-3, batch_size=4, check_every=0, band_low=0.5,
@@ -189,28 +194,21 @@ def _warm_start(config: Config, plan: Plan, role: str, distill_dir: Path, out: P
         report = run_sft(str(data), str(out / f"{role}-init"), str(out / role),
                          epochs=settings.epochs, learning_rate=settings.learning_rate, batch_size=settings.batch_size,
                          lora_rank=0, device=device, seed=plan.seed, stop=stop,
-                         progress=_reporting_and_widening(role, steps, sharing))
+                         progress=_reporting_and_widening(role, steps, settings.all_cores_after))
     finally:
         judge.close()
     return {**msgspec.to_builtins(report), "max_tokens": max_tokens}
 
 
-def _reporting_and_widening(role: str, steps, sharing: int, every: int = 20):
-    """The progress callback of one role's SFT: its steps go to `steps[role]`; once the other roles have taken all
-    theirs it trains on every core (the Coder's SFT ran 260 s alone on one of two cores after the Proposer's)."""
+def _reporting_and_widening(role: str, steps, all_cores_after: float):
+    """The progress callback of one role's SFT: its steps go to `steps[role]`; after `all_cores_after` of them it
+    trains on every core (the Coder trained about 260 s alone on one of two cores after the Proposer's SFT)."""
     import torch
 
-    widened = False
-
     def progress(step: int, total: int) -> None:
-        nonlocal widened
         steps[role] = (step, total)
-        if widened or step % every:
-            return
-        others = [taken for name, taken in dict(steps).items() if name != role]
-        if len(others) == sharing - 1 and all(done >= of for done, of in others):
+        if step == math.ceil(all_cores_after * total) and step < total:
             torch.set_num_threads(os.cpu_count() or 1)
-            widened = True
     return progress
 
 

@@ -85,24 +85,24 @@ def test_the_bootstraps_set_sizes_are_its_plans_not_the_loops(tmp_path):
     assert distill_step(config, Plan(modules=40, audit_share=0.0, api_set_sizes=(2, 3)), tmp_path) != out
 
 
-def test_an_sft_process_takes_every_core_once_the_other_roles_sft_is_done():
+def test_an_sft_process_takes_every_core_at_a_fixed_share_of_its_steps():
     import os
 
     import torch
 
-    from kernelzero.bootstrap.from_zero import _reporting_and_widening
+    from kernelzero.bootstrap.from_zero import DEMO_PLAN, _reporting_and_widening
 
     before = torch.get_num_threads()
     steps: dict = {}
     try:
         torch.set_num_threads(1)
-        progress = _reporting_and_widening("coder", steps, sharing=2, every=1)
-        progress(1, 100)
-        steps["proposer"] = (40, 50)
-        progress(2, 100)
-        assert steps["coder"] == (2, 100) and torch.get_num_threads() == 1  # the other still trains: its half only
-        steps["proposer"] = (50, 50)
-        progress(3, 100)
+        progress = _reporting_and_widening("coder", steps, all_cores_after=0.5)
+        progress(49, 100)
+        assert steps["coder"] == (49, 100) and torch.get_num_threads() == 1  # the other role may still train
+        progress(50, 100)
         assert torch.get_num_threads() == (os.cpu_count() or 1)
+        torch.set_num_threads(1)
+        _reporting_and_widening("proposer", steps, DEMO_PLAN.proposer.all_cores_after)(100, 100)
+        assert torch.get_num_threads() == 1  # the role that finishes first never widens
     finally:
         torch.set_num_threads(before)

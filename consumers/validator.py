@@ -19,8 +19,10 @@ Service: `kernelzero serve validator`.
 from __future__ import annotations
 
 import ast
+import collections
 import hashlib
 import os
+import sys
 import uuid
 from pathlib import Path
 from typing import Any, Sequence
@@ -202,6 +204,7 @@ class ValidatorStage:
         self.config = config
         self.dedup = dedup or Deduplicator()
         self.sandbox = sandbox
+        self.outcomes: collections.Counter[str] = collections.Counter()  # "accepted" or a rejection's reason
 
     async def handle(self, event):
         import anyio
@@ -225,6 +228,7 @@ class ValidatorStage:
         else:
             payload = ModuleRejected(module_id=proposed.module_id, reason=verdict.reason, detail=verdict.detail,
                                      apis=proposed.apis)
+        self.outcomes["accepted" if verdict.ok else verdict.reason] += 1
         return [make_event(payload, correlation_id=proposed.module_id, producer=self.name,
                            causation_id=event.event_id)]
 
@@ -248,13 +252,28 @@ def serve(args, config) -> int:
 
     from kernelzero.stage import host_stage
 
+    outcomes: collections.Counter[str] = collections.Counter()
+
     @asynccontextmanager
     async def stage(log):
         sandbox = validator_sandbox(config.evaluator, config.validator.device)
         try:
-            yield ValidatorStage(config.validator, sandbox, await rebuild_dedup(log))
+            validator = ValidatorStage(config.validator, sandbox, await rebuild_dedup(log))
+            try:
+                yield validator
+            finally:
+                outcomes.update(validator.outcomes)
         finally:
             sandbox.close()
 
-    anyio.run(lambda: host_stage(config.log, stage, idle_exit_s=getattr(args, "idle_exit", None)))
+    stats = anyio.run(lambda: host_stage(config.log, stage, idle_exit_s=getattr(args, "idle_exit", None)))
+    print(f"validator: {outcome_line(stats.consumed, outcomes)}, dead-lettered {stats.dead_lettered}", file=sys.stderr)
     return 0
+
+
+def outcome_line(consumed: int, outcomes: collections.Counter[str]) -> str:
+    """'consumed N, accepted A, rejected R (reason n, ...)': what a user reads to see whether the loop starves."""
+    accepted = outcomes.get("accepted", 0)
+    reasons = ", ".join(f"{reason} {n}" for reason, n in outcomes.most_common() if reason != "accepted")
+    rejected = sum(outcomes.values()) - accepted
+    return f"consumed {consumed}, accepted {accepted}, rejected {rejected}" + (f" ({reasons})" if reasons else "")

@@ -66,6 +66,8 @@ def test_the_demo_from_zero_shows_both_learners_learning(tmp_path):
     assert "correct" in verdicts and verdicts - {"correct"}, verdicts
     rewards = tables["rewards and advantages by Coder policy version"]
     assert any(row["informative"] > 0 and row["min_adv"] < 0 < row["max_adv"] for row in rewards), rewards
+    outcomes = tables["the Proposer's modules by its policy version (rejected: the validator's reason)"]
+    assert any(row["outcome"] == "accepted" for row in outcomes), outcomes  # the loop is fed, not starved
     published = tables["policy versions published"]
     versions = {row["role"]: row["versions"] for row in published}
     assert versions.get("coder", 0) >= 2 and versions.get("proposer", 0) >= 2, versions

@@ -54,6 +54,9 @@ SUMMARY = {
     "verdicts of training samples by Coder policy version":
         "SELECT policy_version, verdict, count(*) AS samples FROM attempts WHERE split = 'train' "
         "GROUP BY ALL ORDER BY ALL",
+    "the Proposer's modules by its policy version (rejected: the validator's reason)":
+        "SELECT coalesce(proposer_version, 0) AS proposer_version, coalesce(reject_reason, status) AS outcome, "
+        "count(*) AS modules FROM modules WHERE split = 'train' AND generator = 'llm' GROUP BY ALL ORDER BY ALL",
     "policy versions published": "SELECT role, count(*) AS versions, max(version) AS newest FROM policies GROUP BY ALL",
     "frontier entries in the band": "SELECT kind, count(*) AS entries FROM frontier WHERE in_band GROUP BY ALL",
 }

@@ -3,7 +3,7 @@
 import pytest
 
 from kernelzero.config import ProposerConfig
-from kernelzero.consumers.validator import ValidatorStage, rebuild_dedup
+from kernelzero.consumers.validator import ValidatorStage, outcome_line, rebuild_dedup
 from kernelzero.log import open_log
 from kernelzero.producers.proposer import Proposer, build_prompt, last_model_block
 from kernelzero.schemas import ModuleProposed, decode, make_event
@@ -39,6 +39,8 @@ async def test_synth_proposals_are_validated_and_duplicates_dropped(tmp_path, cp
     rejected = {e.payload.module_id: e.payload.reason for e in await _read_all(log, "modules.rejected")}
     assert accepted == {e.payload.module_id for e in proposed}
     assert rejected == {"copy-of-first": "duplicate", "broken": "syntax_error"}
+    assert outcome_line(stats.consumed, stage.outcomes) == \
+        "consumed 6, accepted 4, rejected 2 (duplicate 1, syntax_error 1)"
     dedup = await rebuild_dedup(log)
     assert len(dedup) == 4
     await log.close()

@@ -134,6 +134,13 @@ def _worker_start() -> None:
     torch.set_num_threads(1)
 
 
+def counting_bars(**options: Any) -> Any:
+    """Rich bars of done/total and the time since each started: a finished bar says how long its phase took."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), **options)
+
+
 def make_all(specs: list[ModuleSpec], workers: int, progress: Any) -> list[Made]:
     """Every spec through `make`, in spec order, over `workers` forked processes."""
     import multiprocessing
@@ -221,14 +228,12 @@ def distill(config: Config, out: Path, n: int, heldout_share: float, audit_share
             workers: int | None = None, set_sizes: tuple[int, int] | None = None) -> DistillReport:
     """Make, check, audit and split N modules of API sets of `set_sizes` (fewest, most; default the [proposer]
     settings'); write the four sets and distill.json into `out`."""
-    from rich.progress import Progress
-
     started = time.monotonic()
     pool = api_pool(config)
     proposer = config.proposer
     low, high = set_sizes or (proposer.min_api_set_size or proposer.api_set_size, proposer.api_set_size)
     specs = plan(pool, n, low=low, high=high, scale=proposer.scale, seed=proposer.seed)
-    with Progress(transient=False) as progress:
+    with counting_bars() as progress:
         processes = workers or os.cpu_count() or 1
         made = make_all(specs, processes, progress)
         rows = _distinct(made)

@@ -157,10 +157,10 @@ def quiet_libraries() -> None:
 def _show_steps(steps, futures: dict) -> None:
     """A bar per role of the SFT steps its process reported in `steps` (role -> (step, steps)), until all are done."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True)) as progress:
+    from kernelzero.bootstrap.distill import counting_bars
+
+    with counting_bars(console=Console(stderr=True)) as progress:
         tasks = {role: progress.add_task(f"SFT of the {role}", total=None) for role in futures}
         while True:
             finished = concurrent.futures.wait(futures.values(), timeout=1.0).not_done == set()

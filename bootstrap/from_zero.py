@@ -118,9 +118,18 @@ def distill_step(config: Config, plan: Plan, cache: Path) -> Path:
     return out
 
 
+def models_key(config: Config, plan: Plan, distill_dir: Path, device: str) -> str:
+    """What names the SFT's cache folder: the data, the plan, the device, and what the plan's size stands for (a
+    size's definition changes without its name)."""
+    from kernelzero.kit.models import MODEL_SIZES, VOCAB_SIZES
+
+    return _key(distill_dir.name, msgspec.to_builtins(plan), device, config.coder.temperature,
+                MODEL_SIZES[plan.size], VOCAB_SIZES[plan.size])
+
+
 def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device: str) -> tuple[Path, dict]:
     """A tokenizer and both roles' from-scratch models, warm-started; reused when the cache holds them."""
-    out = cache / f"models-{_key(distill_dir.name, msgspec.to_builtins(plan), device, config.coder.temperature)}"
+    out = cache / f"models-{models_key(config, plan, distill_dir, device)}"
     done = out / "sft.json"
     if done.exists():
         return out, json.loads(done.read_text())

@@ -117,3 +117,16 @@ def test_the_distillations_cache_key_follows_every_evaluator_module(monkeypatch)
     read = Path.read_bytes
     monkeypatch.setattr(Path, "read_bytes", lambda self: read(self) + (b"#" if self.name == "digest.py" else b""))
     assert _code_hash() != before  # the audit's verdicts, which drop rows, depend on the digest's comparison
+
+
+def test_the_models_cache_key_follows_what_a_size_stands_for(monkeypatch):
+    from pathlib import Path
+
+    from kernelzero.bootstrap.from_zero import DEMO_PLAN, models_key
+    from kernelzero.config import Config
+    from kernelzero.kit import models
+
+    before = models_key(Config(), DEMO_PLAN, Path("distill-x"), "cpu")
+    assert models_key(Config(), DEMO_PLAN, Path("distill-y"), "cpu") != before
+    monkeypatch.setitem(models.MODEL_SIZES, "tiny", {**models.MODEL_SIZES["tiny"], "num_hidden_layers": 3})
+    assert models_key(Config(), DEMO_PLAN, Path("distill-x"), "cpu") != before  # same name, another model

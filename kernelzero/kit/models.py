@@ -37,10 +37,11 @@ TINY_QWEN2: dict[str, Any] = dict(
 # From-scratch sizes for `kernelzero init-model`; the vocabulary is the tokenizer's. Llama architecture:
 # transformers 5 loads a qwen2 checkpoint's tokenizer as Qwen2Tokenizer, whose word-splitting regex
 # would replace ours (build_tokenizer), while a llama checkpoint's tokenizer.json loads as written.
-# tiny (~1 M parameters) trains on a 2-core CPU in minutes; small (~7 M) is for one GPU and still
-# small enough for a run directory to travel to and from a GPU machine.
+# tiny (~0.5 M parameters) trains on a 2-core CPU in minutes: two layers, where four took 1.6 times as long and
+# answered fewer held-out modules (the Coder 30 of 64 at T = 1 against 38 and 40, docs/BENCHMARKS.md); small (~7 M)
+# is for one GPU and still small enough for a run directory to travel to and from a GPU machine.
 MODEL_SIZES: dict[str, dict[str, Any]] = {
-    "tiny": dict(model_type="llama", hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+    "tiny": dict(model_type="llama", hidden_size=128, intermediate_size=384, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6,
                  tie_word_embeddings=True, initializer_range=0.02),
     "small": dict(model_type="llama", hidden_size=256, intermediate_size=768, num_hidden_layers=8,

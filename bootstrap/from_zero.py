@@ -63,7 +63,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     audit_share: float = 0.02
     size: str = "tiny"
     seed: int = 0
-    # the Proposer's SFT ended at 44% of the Coder's on a 2-core CPU (189 of about 430 s, docs/BENCHMARKS.md)
+    # the Proposer's SFT ends about when the Coder's is half done on a 2-core CPU (117 of 214 s, docs/BENCHMARKS.md)
     coder: SftPlan = SftPlan(epochs=3, learning_rate=2e-3, batch_size=4, check_every=500, band_low=0.2,
                              band_high=0.6, heldout_limit=MIN_MODULES, all_cores_after=0.5)
     # two epochs left a Proposer that wrote F.silu first whatever it was asked: 0 of 16 loop modules accepted where

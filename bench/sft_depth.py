@@ -1,0 +1,71 @@
+"""Benchmark: one role's SFT on a distillation with the tiny model at a given depth, its held-out pass rate judged by
+the real evaluator (Coder) or validator (Proposer); one sample a row, so a screen, not the held-out protocol's measure.
+
+CPU (results in docs/BENCHMARKS.md, The Coder from zero):
+    .venv/bin/python bench/sft_depth.py --distill ~/.cache/kernelzero/demo/distill-KEY --role coder --layers 2 \
+        --out /tmp/depth-coder-2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--distill", required=True, type=Path, help="a `kernelzero distill` output folder")
+    parser.add_argument("--role", choices=("coder", "proposer"), default="coder")
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rows", type=int, default=64, help="held-out rows judged")
+    args = parser.parse_args()
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from kernelzero.bootstrap import init_model
+    from kernelzero.bootstrap.from_zero import DEMO_PLAN, longest_answer
+    from kernelzero.bootstrap.heldout_judge import HeldOutJudge, read_heldout
+    from kernelzero.bootstrap.sft import run_sft
+    from kernelzero.config import load_config
+    from kernelzero.kit.models import MODEL_SIZES, VOCAB_SIZES
+
+    torch.set_num_threads(1)  # as each role's SFT process starts in the bootstrap of a 2-core machine
+    config = load_config(None)
+    config.evaluator.device = config.validator.device = "cpu"
+    config.evaluator.trials = 2  # as the demo judges
+    size = f"tiny-{args.layers}-layers"
+    init_model.MODEL_SIZES[size] = {**MODEL_SIZES["tiny"], "num_hidden_layers": args.layers}
+    init_model.VOCAB_SIZES[size] = VOCAB_SIZES["tiny"]
+    corpus = [str(args.distill / f"{name}_train.jsonl") for name in ("coder", "proposer")]
+    init_model.init_model(str(args.out / "init"), size, corpus, seed=args.seed)
+    plan = getattr(DEMO_PLAN, args.role)
+    data = args.distill / f"{args.role}_train.jsonl"
+    started = time.perf_counter()
+    report = run_sft(str(data), str(args.out / "init"), str(args.out / args.role), epochs=plan.epochs,
+                     learning_rate=plan.learning_rate, batch_size=plan.batch_size, lora_rank=0, device="cpu",
+                     seed=args.seed)
+    result = {"role": args.role, "layers": args.layers, "seed": args.seed, "steps": report.steps,
+              "sft_s": round(time.perf_counter() - started, 1), "last_loss": report.last_loss}
+    model_dir = args.out / args.role
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
+    rows = read_heldout(args.distill / f"{args.role}_heldout.jsonl", args.rows)
+    section = getattr(config, args.role)
+    for name, temperature in (("sampled", section.temperature), ("greedy", 0.0)):
+        section.temperature = temperature
+        judge = HeldOutJudge(args.role, rows, config, max_tokens=longest_answer(model_dir, data))
+        try:
+            passed, total = judge.pass_rate(model, tokenizer)
+        finally:
+            judge.close()
+        result[name] = f"{passed}/{total}"
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -204,7 +204,7 @@ class ValidatorStage:
         self.config = config
         self.dedup = dedup or Deduplicator()
         self.sandbox = sandbox
-        self.outcomes: collections.Counter[str] = collections.Counter()  # "accepted" or a rejection's reason
+        self.outcomes: collections.Counter[str] = collections.Counter()  # "accepted" or a rejection's kind
 
     async def handle(self, event):
         import anyio
@@ -228,7 +228,7 @@ class ValidatorStage:
         else:
             payload = ModuleRejected(module_id=proposed.module_id, reason=verdict.reason, detail=verdict.detail,
                                      apis=proposed.apis)
-        self.outcomes["accepted" if verdict.ok else verdict.reason] += 1
+        self.outcomes["accepted" if verdict.ok else verdict.reason.partition(":")[0]] += 1  # not per API named
         return [make_event(payload, correlation_id=proposed.module_id, producer=self.name,
                            causation_id=event.event_id)]
 
@@ -274,6 +274,7 @@ def serve(args, config) -> int:
 def outcome_line(consumed: int, outcomes: collections.Counter[str]) -> str:
     """'consumed N, accepted A, rejected R (reason n, ...)': what a user reads to see whether the loop starves."""
     accepted = outcomes.get("accepted", 0)
-    reasons = ", ".join(f"{reason} {n}" for reason, n in outcomes.most_common() if reason != "accepted")
+    reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(outcomes.items(), key=lambda kv: (-kv[1], kv[0]))
+                        if reason != "accepted")
     rejected = sum(outcomes.values()) - accepted
     return f"consumed {consumed}, accepted {accepted}, rejected {rejected}" + (f" ({reasons})" if reasons else "")

@@ -3,6 +3,7 @@
 import pytest
 
 from kernelzero.config import ProposerConfig
+from kernelzero.kit import api_catalog
 from kernelzero.consumers.validator import ValidatorStage, outcome_line, rebuild_dedup
 from kernelzero.log import open_log
 from kernelzero.producers.proposer import Proposer, build_prompt, last_model_block
@@ -30,17 +31,20 @@ async def test_synth_proposals_are_validated_and_duplicates_dropped(tmp_path, cp
     again = proposed[0].payload
     copy = ModuleProposed(module_id="copy-of-first", source=again.source, apis=again.apis, generator="synth")
     broken = ModuleProposed(module_id="broken", source="def nope(:\n", apis=["torch.relu"], generator="llm")
-    extra = [make_event(p, correlation_id=p.module_id, producer="test") for p in (copy, broken)]
+    unused = next(api for api in api_catalog.names() if api not in again.apis)
+    missing = ModuleProposed(module_id="misses-an-api", source=again.source, apis=[*again.apis, unused], generator="llm")
+    extra = [make_event(p, correlation_id=p.module_id, producer="test") for p in (copy, broken, missing)]
     await publish(log, proposed + extra)
     stage = ValidatorStage(cpu_config, sandbox)
     stats = await run_stage(log, stage, idle_exit_s=1.0)
-    assert stats.consumed == 6 and stats.dead_lettered == 0
+    assert stats.consumed == 7 and stats.dead_lettered == 0
     accepted = {e.payload.module_id for e in await _read_all(log, "modules.accepted")}
     rejected = {e.payload.module_id: e.payload.reason for e in await _read_all(log, "modules.rejected")}
     assert accepted == {e.payload.module_id for e in proposed}
-    assert rejected == {"copy-of-first": "duplicate", "broken": "syntax_error"}
+    assert rejected == {"copy-of-first": "duplicate", "broken": "syntax_error",
+                        "misses-an-api": f"api_not_called:{unused}"}
     assert outcome_line(stats.consumed, stage.outcomes) == \
-        "consumed 6, accepted 4, rejected 2 (duplicate 1, syntax_error 1)"
+        "consumed 7, accepted 4, rejected 3 (api_not_called 1, duplicate 1, syntax_error 1)"
     dedup = await rebuild_dedup(log)
     assert len(dedup) == 4
     await log.close()

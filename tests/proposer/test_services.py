@@ -3,8 +3,8 @@
 import pytest
 
 from kernelzero.config import ProposerConfig
-from kernelzero.kit import api_catalog
 from kernelzero.consumers.validator import ValidatorStage, outcome_line, rebuild_dedup
+from kernelzero.kit import api_catalog
 from kernelzero.log import open_log
 from kernelzero.producers.proposer import Proposer, build_prompt, last_model_block
 from kernelzero.schemas import ModuleProposed, decode, make_event

@@ -22,6 +22,7 @@ def main() -> int:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rows", type=int, default=64, help="held-out rows judged")
+    parser.add_argument("--epochs", type=float, default=0.0, help="SFT epochs (default: the demo plan's)")
     args = parser.parse_args()
 
     import torch
@@ -46,10 +47,11 @@ def main() -> int:
     plan = getattr(DEMO_PLAN, args.role)
     data = args.distill / f"{args.role}_train.jsonl"
     started = time.perf_counter()
-    report = run_sft(str(data), str(args.out / "init"), str(args.out / args.role), epochs=plan.epochs,
+    report = run_sft(str(data), str(args.out / "init"), str(args.out / args.role), epochs=args.epochs or plan.epochs,
                      learning_rate=plan.learning_rate, batch_size=plan.batch_size, lora_rank=0, device="cpu",
                      seed=args.seed)
-    result = {"role": args.role, "layers": args.layers, "seed": args.seed, "steps": report.steps,
+    result = {"role": args.role, "layers": args.layers, "seed": args.seed, "epochs": args.epochs or plan.epochs,
+              "steps": report.steps,
               "sft_s": round(time.perf_counter() - started, 1), "last_loss": report.last_loss}
     model_dir = args.out / args.role
     model, tokenizer = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)

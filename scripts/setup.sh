@@ -8,10 +8,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.kernelzero-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  # uv resolves the same packages as pip and installs them about five times faster (torch and its CUDA libraries
-  # are several GB: 22 s against 111 s on a 2-core machine, docs/BENCHMARKS.md); pip where uv cannot be had
+  # uv resolves the same packages as pip and installs them faster (torch and its CUDA libraries are several GB,
+  # docs/BENCHMARKS.md); pip where uv cannot be had. Bytecode is compiled at install, as pip does: where
+  # PYTHONDONTWRITEBYTECODE is set, every process would otherwise compile torch again (imports 9-11 s against 4.5 s)
   if .venv/bin/python -m pip install -q uv; then
-    .venv/bin/python -m uv pip install -q --python .venv/bin/python -e '.[test]'
+    .venv/bin/python -m uv pip install -q --compile-bytecode --python .venv/bin/python -e '.[test]'
   else
     .venv/bin/python -m pip install -q -e '.[test]'
   fi

@@ -184,7 +184,9 @@ def measure(sides: list[Side], flush: torch.Tensor, *, budget_s: float, min_reps
         if rep >= min_reps and (precise_enough(device_ms[0], rel_se) or time.monotonic() > deadline):
             break
     sync = statistics.median(gaps_ms[sync_side])
-    return Measured([stats([max(t - sync, 1e-6) for t in times]) for times in device_ms],
+    # a call no longer than the synchronization's own cost reads as the timer's resolution, the least the clock tells
+    # apart from nothing (read as zero it made a tiny correct kernel beyond_physical_limit and its speedup unbounded)
+    return Measured([stats([max(t - sync, TIMER_RESOLUTION_MS) for t in times]) for times in device_ms],
                     [max(statistics.median(gaps) - sync, 0.0) for gaps in gaps_ms], warmup_s, first + rep, clock_ms)
 
 
@@ -212,6 +214,12 @@ def compiled_in_process(model: torch.nn.Module) -> Callable:
 
     inductor_config.compile_threads = 1
     return torch.compile(model)
+
+
+def beyond_physical_limit(runtime_ms: float, floor_ms: float, slack: float) -> bool:
+    """Whether a measured runtime is below `slack` of the physical floor by more than the timer's resolution: a floor
+    the clock cannot resolve (a tiny module's nanoseconds) rejects nothing."""
+    return runtime_ms + TIMER_RESOLUTION_MS < slack * floor_ms
 
 
 def physical_floor_ms(gpu_name: str, nbytes: int, flops: float) -> float:

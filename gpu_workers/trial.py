@@ -646,7 +646,7 @@ class TrialRun:
         floor = timing.physical_floor_ms(self.job.gpu, moved, self.ref_flops)
         r.evidence["physical_floor_ms"] = f"{floor:.4g}"
         self.checks.append("timing")
-        if cand.median_ms < self.cfg.physical_slack * floor:
+        if timing.beyond_physical_limit(cand.median_ms, floor, self.cfg.physical_slack):
             raise EarlyVerdict("rejected", "beyond_physical_limit", runtime_ms=f"{cand.median_ms:.4g}",
                                floor_ms=f"{floor:.4g}", speedup=f"{r.speedup:.3g}")
 

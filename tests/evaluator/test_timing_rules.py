@@ -5,7 +5,8 @@ import os
 import subprocess
 import sys
 
-from kernelzero.gpu_workers.timing import SETTLE_WINDOW, TIMER_RESOLUTION_MS, precise_enough, settled
+from kernelzero.gpu_workers.timing import (SETTLE_WINDOW, TIMER_RESOLUTION_MS, beyond_physical_limit, precise_enough,
+                                          settled)
 
 COMPILE_ON_A_BIG_HOST = """
 import json
@@ -86,3 +87,14 @@ def test_a_tail_of_slow_launches_does_not_keep_a_tight_kernel_timing():
     # would put the error at 7.6 us, fifteen times the clock's resolution
     tail = [0.040, 0.041, 0.039, 0.040, 0.042, 0.040, 0.039, 0.041, 0.040, 0.150] * 2
     assert precise_enough(tail, 0.002)
+
+
+def test_a_floor_the_clock_cannot_resolve_rejects_nothing():
+    """Seen on an H100: correct 2,048-element kernels rejected beyond_physical_limit, their time read as 1e-6 ms where
+    the synchronization cost more than the call (tests/evaluator/candidates_cuda/triton_launch_bound_rows.py)."""
+    tiny_floor_ms = 2 * 2048 * 4 / 3.35e12 * 1e3  # 16 KB at an H100's bandwidth: 5 ns
+    assert not beyond_physical_limit(TIMER_RESOLUTION_MS, tiny_floor_ms, 0.5)
+    assert not beyond_physical_limit(1e-6, tiny_floor_ms, 0.5)
+    large_floor_ms = 134e6 / 3.35e12 * 1e3  # 134 MB: 40 us
+    assert beyond_physical_limit(TIMER_RESOLUTION_MS, large_floor_ms, 0.5)  # a memoized answer is still impossible
+    assert not beyond_physical_limit(0.8 * large_floor_ms, large_floor_ms, 0.5)

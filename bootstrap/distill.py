@@ -6,17 +6,21 @@ lowering (the Coder's teacher) answers each. Both teachers are our own code, so 
 where it is made, by the cheap trusted check (bootstrap/teacher_check.py: the answer run across all rows
 at once in torch, against the module, on two seeds) in a pool of worker processes; what the check cannot
 see, the audit measures: `audit_share` of the checked answers, drawn at random, go through the real
-evaluator, contained as any candidate, and every disagreement is counted, reported and dropped from the
-sets. A module whose answer passes is a Coder row and a Proposer row. Whole API combinations are held out
+evaluator, contained as any candidate, and every disagreement is counted and reported. The audit measures the
+check and drops nothing (the rows it does not draw would keep the same faults), so the sets are written before it
+judges, and work that needs only them (the bootstrap's SFT) runs beside it. A module whose answer passes is a Coder
+row and a Proposer row. Whole API combinations are held out
 (kernelzero/kit/heldout_protocol.py): a held-out combination is in neither role's training rows.
 
 Model output never comes here: only teacher output runs in this process. The four JSON-lines sets and
-distill.json are written whole or not at all; an interrupted run starts over (it takes minutes). It does
+distill.json are written whole or not at all, distill.json last (it marks the distillation done); an interrupted
+run starts over (it takes minutes). It does
 not promise N rows: the report says how many modules lowered and checked.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -24,7 +28,7 @@ import random
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import msgspec
 
@@ -56,6 +60,7 @@ class Disagreement(msgspec.Struct):
     module_id: str
     verdict: str
     reason: str
+    evidence: dict[str, str] = {}  # the evaluator's, each value cut to 300 characters
 
 
 class DistillReport(msgspec.Struct, kw_only=True):
@@ -162,8 +167,8 @@ def audit(config: Config, rows: list[Made], share: float, seed: int, progress: A
           processes: int) -> tuple[list[Disagreement], int]:
     """(every verdict but `correct`, how many were judged) for a random `share` of the rows (at least one), judged by the contained evaluator.
 
-    Without a GPU it judges with `processes` workers, as many as made the rows: nothing else runs beside it, and
-    on a 2-core CPU two halved the audit's wall (42 answers: 41 s with one, 20 s with two).
+    Without a GPU it judges with `processes` workers (on a 2-core CPU alone, two halved the audit's wall: 42 answers,
+    41 s with one, 20 s with two); with one it takes the workers per GPU of [evaluator].
     """
     import anyio
 
@@ -180,7 +185,8 @@ def audit(config: Config, rows: list[Made], share: float, seed: int, progress: A
             async def judge(row: Made) -> None:
                 result = await pool.evaluate(row.module, row.answer)
                 if result.verdict != "correct":
-                    found.append(Disagreement(_module_id(row.module), result.verdict, result.reason))
+                    found.append(Disagreement(_module_id(row.module), result.verdict, result.reason,
+                                              {k: str(v)[:300] for k, v in result.evidence.items()}))
                 progress.advance(task)
 
             async with anyio.create_task_group() as group:
@@ -224,22 +230,17 @@ def _distinct(made: list[Made]) -> list[Made]:
     return rows
 
 
-def distill(config: Config, out: Path, n: int, heldout_share: float, audit_share: float = 0.02,
-            workers: int | None = None, set_sizes: tuple[int, int] | None = None) -> DistillReport:
-    """Make, check, audit and split N modules of API sets of `set_sizes` (fewest, most; default the [proposer]
-    settings'); write the four sets and distill.json into `out`."""
+def make_sets(config: Config, out: Path, n: int, heldout_share: float, workers: int,
+              set_sizes: tuple[int, int] | None, progress: Any) -> tuple[DistillReport, list[Made]]:
+    """Make, check and split N modules of API sets of `set_sizes` (fewest, most; default the [proposer] settings');
+    write the four sets into `out`. The report's audit is empty, its seconds the making's; the rows are the audit's
+    to draw from."""
     started = time.monotonic()
     pool = api_pool(config)
     proposer = config.proposer
     low, high = set_sizes or (proposer.min_api_set_size or proposer.api_set_size, proposer.api_set_size)
-    specs = plan(pool, n, low=low, high=high, scale=proposer.scale, seed=proposer.seed)
-    with counting_bars() as progress:
-        processes = workers or os.cpu_count() or 1
-        made = make_all(specs, processes, progress)
-        rows = _distinct(made)
-        disagreements, audited = audit(config, rows, audit_share, proposer.seed, progress, processes)
-    wrong = {d.module_id for d in disagreements}
-    rows = [row for row in rows if _module_id(row.module) not in wrong]
+    made = make_all(plan(pool, n, low=low, high=high, scale=proposer.scale, seed=proposer.seed), workers, progress)
+    rows = _distinct(made)
     heldout = held_out_combinations([row.spec.apis for row in rows], heldout_share, proposer.seed)
     sets = rows_for(rows, config, heldout)
     out.mkdir(parents=True, exist_ok=True)
@@ -249,10 +250,32 @@ def distill(config: Config, out: Path, n: int, heldout_share: float, audit_share
     for row in made:
         if row.failed:
             failed[row.failed] = failed.get(row.failed, 0) + 1
-    report = DistillReport(modules=len(specs), rows={name: len(content) for name, content in sets.items()},
+    report = DistillReport(modules=n, rows={name: len(content) for name, content in sets.items()},
                            heldout_sets=sorted(heldout), failed=dict(sorted(failed.items(), key=lambda kv: -kv[1])),
-                           audited=audited, disagreements=disagreements, api_pool=pool,
-                           seconds=round(time.monotonic() - started, 1))
+                           audited=0, disagreements=[], api_pool=pool, seconds=round(time.monotonic() - started, 1))
+    return report, rows
+
+
+def distill(config: Config, out: Path, n: int, heldout_share: float, audit_share: float = 0.02,
+            workers: int | None = None, set_sizes: tuple[int, int] | None = None,
+            beside: Callable[[Path, Any], None] | None = None) -> DistillReport:
+    """The sets (`make_sets`) and their audit, then distill.json into `out`. `beside(out, progress)`, if given, runs
+    in this thread once the sets are written, while the audit judges in another with the cores the making had, less
+    two (the bootstrap's two SFT processes); the report is written when both are done."""
+    started = time.monotonic()
+    processes = workers or os.cpu_count() or 1
+    with counting_bars() as progress:
+        report, rows = make_sets(config, out, n, heldout_share, processes, set_sizes, progress)
+        judges = max(1, processes - 2) if beside is not None else processes
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="audit") as thread:
+            audited = thread.submit(audit, config, rows, audit_share, config.proposer.seed, progress, judges)
+            try:
+                if beside is not None:
+                    beside(out, progress)
+            finally:
+                disagreements, judged = audited.result()
+    report = msgspec.structs.replace(report, audited=judged, disagreements=disagreements,
+                                     seconds=round(time.monotonic() - started, 1))
     (out / "distill.json").write_text(msgspec.json.format(msgspec.json.encode(report)).decode())
     return report
 

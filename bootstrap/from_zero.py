@@ -11,6 +11,7 @@ models are any good: the held-out checks in `sft.json` say how good they are.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import json
 import math
@@ -18,6 +19,7 @@ import multiprocessing
 import os
 import shutil
 from pathlib import Path
+from typing import Any, Callable
 
 import msgspec
 
@@ -88,8 +90,8 @@ class Bootstrap(msgspec.Struct, kw_only=True):
 
 
 def _code_hash() -> str:
-    """The source of everything that decides the distilled data: teachers, synthesizer, catalog, and the whole
-    evaluator (the audit drops the rows it judges wrong)."""
+    """The source of everything that decides the distilled data and its report: teachers, synthesizer, catalog, and
+    the whole evaluator (the audit's verdicts are in distill.json)."""
     from kernelzero import bootstrap, gpu_workers, kit, producers
 
     digest = hashlib.sha256()
@@ -105,8 +107,9 @@ def _key(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def distill_step(config: Config, plan: Plan, cache: Path) -> Path:
-    """The distilled sets (bootstrap/distill.py) for the plan, reused when the cache holds them."""
+def distill_step(config: Config, plan: Plan, cache: Path, beside: Callable[[Path, Any], None] | None = None) -> Path:
+    """The distilled sets (bootstrap/distill.py) for the plan, reused when the cache holds them; `beside` runs while
+    the audit judges (distill's), only when the sets are made here."""
     from kernelzero.bootstrap.distill import distill
 
     settings = (plan.modules, plan.heldout_share, plan.audit_share, plan.seed, config.proposer.scale,
@@ -114,7 +117,8 @@ def distill_step(config: Config, plan: Plan, cache: Path) -> Path:
                 config.coder.target, _code_hash())
     out = cache / f"distill-{_key(*settings)}"
     if not (out / "distill.json").exists():
-        distill(config, out, plan.modules, plan.heldout_share, plan.audit_share, set_sizes=plan.api_set_sizes)
+        distill(config, out, plan.modules, plan.heldout_share, plan.audit_share, set_sizes=plan.api_set_sizes,
+                beside=beside)
     return out
 
 
@@ -127,8 +131,10 @@ def models_key(config: Config, plan: Plan, distill_dir: Path, device: str) -> st
                 MODEL_SIZES[plan.size], VOCAB_SIZES[plan.size])
 
 
-def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device: str) -> tuple[Path, dict]:
-    """A tokenizer and both roles' from-scratch models, warm-started; reused when the cache holds them."""
+def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device: str,
+             progress: Any = None) -> tuple[Path, dict]:
+    """A tokenizer and both roles' from-scratch models, warm-started; reused when the cache holds them. Its bars go
+    to `progress` (rich) where given, else to bars of its own."""
     out = cache / f"models-{models_key(config, plan, distill_dir, device)}"
     done = out / "sft.json"
     if done.exists():
@@ -144,7 +150,7 @@ def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device:
         steps = manager.dict()
         futures = {role: pool.submit(_warm_start, config, plan, role, distill_dir, out, device, len(roles), steps)
                    for role in roles}
-        _show_steps(steps, futures)
+        _show_steps(steps, futures, progress)
         reports = {role: future.result() for role, future in futures.items()}
     done.write_text(json.dumps(reports, indent=2))
     return out, reports
@@ -163,18 +169,20 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\.")
 
 
-def _show_steps(steps, futures: dict) -> None:
-    """A bar per role of the SFT steps its process reported in `steps` (role -> (step, steps)), until all are done."""
+def _show_steps(steps, futures: dict, progress: Any = None) -> None:
+    """A bar per role (in `progress`, else in bars of its own) of the SFT steps its process reported in `steps`
+    (role -> (step, steps)), until all are done."""
     from rich.console import Console
 
     from kernelzero.bootstrap.distill import counting_bars
 
-    with counting_bars(console=Console(stderr=True)) as progress:
-        tasks = {role: progress.add_task(f"SFT of the {role}", total=None) for role in futures}
+    with contextlib.nullcontext(progress) if progress is not None else \
+            counting_bars(console=Console(stderr=True)) as bars:
+        tasks = {role: bars.add_task(f"SFT of the {role}", total=None) for role in futures}
         while True:
             finished = concurrent.futures.wait(futures.values(), timeout=1.0).not_done == set()
             for role, (step, total) in dict(steps).items():
-                progress.update(tasks[role], completed=step, total=total)
+                bars.update(tasks[role], completed=step, total=total)
             if finished:
                 return
 
@@ -232,10 +240,29 @@ def longest_answer(model_dir: Path, rows: Path, margin: float = 1.25) -> int:
     return int(longest * margin)
 
 
+def _trains_on_gpu(device: str) -> bool:
+    """Whether the SFT trains on a GPU, asked through NVML: CUDA must not start in this process, which forks the
+    distillation's workers after."""
+    if device != "auto":
+        return device == "cuda"
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def bootstrap(config: Config, plan: Plan, cache: Path, device: str = "auto") -> Bootstrap:
-    """Distill, then warm-start both roles, each step from the cache when it holds the result."""
-    distill_dir = distill_step(config, plan, cache)
-    models, reports = sft_step(config, plan, distill_dir, cache, device)
+    """Distill, then warm-start both roles, each step from the cache when it holds the result. With a GPU the SFT runs
+    while the distillation's audit judges (it needs only the sets, and the audit drops none of their rows): on an
+    H100 the bootstrap took 255 s so, over 430 s one after the other. On a CPU it runs after the audit: beside it on
+    two cores the demo's bootstrap took 391 s against 319 s (docs/BENCHMARKS.md)."""
+    trained: list[tuple[Path, dict]] = []
+
+    def warm_start(sets: Path, bars: Any) -> None:
+        trained.append(sft_step(config, plan, sets, cache, device, bars))
+
+    distill_dir = distill_step(config, plan, cache, beside=warm_start if _trains_on_gpu(device) else None)
+    models, reports = trained[0] if trained else sft_step(config, plan, distill_dir, cache, device)
     report = json.loads((distill_dir / "distill.json").read_text())
     return Bootstrap(distill_dir=str(distill_dir), coder_model=str(models / "coder"),
                      proposer_model=str(models / "proposer"), heldout_sets=report["heldout_sets"],

@@ -85,6 +85,28 @@ def test_the_bootstraps_set_sizes_are_its_plans_not_the_loops(tmp_path):
     assert distill_step(config, Plan(modules=40, audit_share=0.0, api_set_sizes=(2, 3)), tmp_path) != out
 
 
+def test_work_beside_the_audit_reads_the_final_sets_before_the_report(tmp_path):
+    """The bootstrap's SFT runs while the audit judges: the sets it reads are whole and the audit changes none of
+    them; distill.json, which marks the distillation done, comes after both."""
+    from kernelzero.bootstrap.distill import distill
+    from kernelzero.config import Config
+
+    config = Config()
+    config.proposer.apis, config.proposer.scale, config.proposer.prompt = APIS, 2.0 ** -16, "compact"
+    config.evaluator.cache_dir = str(tmp_path / "cache")
+    out = tmp_path / "d"
+    seen: dict = {}
+
+    def beside(sets, progress):
+        seen["rows"] = read(sets / "coder_train.jsonl") + read(sets / "coder_heldout.jsonl")
+        seen["done"] = (sets / "distill.json").exists()
+
+    report = distill(config, out, 30, 0.2, audit_share=0.1, workers=2, set_sizes=(1, 2), beside=beside)
+    assert seen["rows"] and seen["done"] is False
+    assert report.audited >= 1 and (out / "distill.json").exists()
+    assert read(out / "coder_train.jsonl") + read(out / "coder_heldout.jsonl") == seen["rows"]
+
+
 def test_an_sft_process_takes_every_core_at_a_fixed_share_of_its_steps():
     import os
 
@@ -116,7 +138,7 @@ def test_the_distillations_cache_key_follows_every_evaluator_module(monkeypatch)
     before = _code_hash()
     read = Path.read_bytes
     monkeypatch.setattr(Path, "read_bytes", lambda self: read(self) + (b"#" if self.name == "digest.py" else b""))
-    assert _code_hash() != before  # the audit's verdicts, which drop rows, depend on the digest's comparison
+    assert _code_hash() != before  # the audit's verdicts, in distill.json, depend on the digest's comparison
 
 
 def test_the_models_cache_key_follows_what_a_size_stands_for(monkeypatch):

@@ -1,5 +1,5 @@
-"""Benchmark: what one contained evaluation of a teacher answer costs when its problem is new (its reference is a job
-of its own too, as every audited row's is) against the same problem again; one worker, the result cache bypassed.
+"""Benchmark: what one contained evaluation of a teacher answer costs the first time its problem is seen against the
+same rows judged again (a shared per-problem cost would show as a gap); one worker, the result cache bypassed.
 
 CPU (results in docs/BENCHMARKS.md, The Coder from zero):
     .venv/bin/python bench/audit_cost.py --rows ~/.cache/kernelzero/demo/distill-KEY/coder_train.jsonl
@@ -29,11 +29,11 @@ async def measure(rows: list[dict], n: int) -> dict:
 
     config = load_config(None)
     evaluator = msgspec.structs.replace(config.evaluator, device="cpu", trials=2, cpu_workers=1)  # the demo's trials
-    pairs = [(row["reference"], last_python_block(row["completion"], "ModelNew")) for row in rows[:n + 2]]
+    pairs = [(row["reference"], last_python_block(row["completion"], "ModelNew")) for row in rows[:n + 1]]
     async with EvaluatorPool(evaluator, use_cache=False) as pool:
         await pool.evaluate(*pairs[0])  # the worker's start is not an evaluation's cost
         new, new_verdicts = await _seconds_each(pool, pairs[1:n + 1])
-        same, same_verdicts = await _seconds_each(pool, [pairs[n + 1]] * n)
+        same, same_verdicts = await _seconds_each(pool, pairs[1:n + 1])  # the same rows again: sizes alike
     return {"evaluations": n, "new_problem_s": round(new, 3), "same_problem_s": round(same, 3),
             "verdicts": sorted(set(new_verdicts + same_verdicts))}
 

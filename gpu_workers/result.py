@@ -27,7 +27,10 @@ from kernelzero.schemas import Evaluation
 #    the candidate on a spin kernel of ours); timing stops at the timer's resolution.
 # 8: a spin of ours timed beside warm-up in both jobs: the reference's times carry its time, a candidate's evidence
 #    how far its clock was from the reference's (`clock_vs_reference`).
-EVALUATOR_VERSION = "kz-eval-8"
+# 9: a call no longer than the synchronization's cost reads as the timer's resolution (it read as 1e-6 ms), and a
+#    physical floor is broken only by more than that resolution: cached `beyond_physical_limit` verdicts of tiny
+#    modules may have been false, their speedups unbounded.
+EVALUATOR_VERSION = "kz-eval-9"
 
 
 def evaluation(verdict: str, reason: str, **fields: Any) -> Evaluation:

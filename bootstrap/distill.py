@@ -8,7 +8,7 @@ at once in torch, against the module, on two seeds) in a pool of worker processe
 see, the audit measures: `audit_share` of the checked answers, drawn at random, go through the real
 evaluator, contained as any candidate, and every disagreement is counted and reported. The audit measures the
 check and drops nothing (the rows it does not draw would keep the same faults), so the sets are written before it
-judges, and work that needs only them (the bootstrap's SFT) runs beside it. A module whose answer passes is a Coder
+judges, and work that needs only them (the bootstrap's SFT, with a GPU) runs beside it. A module whose answer passes is a Coder
 row and a Proposer row. Whole API combinations are held out
 (kernelzero/kit/heldout_protocol.py): a held-out combination is in neither role's training rows.
 
@@ -260,15 +260,14 @@ def distill(config: Config, out: Path, n: int, heldout_share: float, audit_share
             workers: int | None = None, set_sizes: tuple[int, int] | None = None,
             beside: Callable[[Path, Any], None] | None = None) -> DistillReport:
     """The sets (`make_sets`) and their audit, then distill.json into `out`. `beside(out, progress)`, if given, runs
-    in this thread once the sets are written, while the audit judges in another with the cores the making had, less
-    two (the bootstrap's two SFT processes); the report is written when both are done."""
+    in this thread once the sets are written, while the audit judges in another (the bootstrap passes its SFT only
+    with a GPU, where the audit's workers are the GPU's); the report is written when both are done."""
     started = time.monotonic()
     processes = workers or os.cpu_count() or 1
     with counting_bars() as progress:
         report, rows = make_sets(config, out, n, heldout_share, processes, set_sizes, progress)
-        judges = max(1, processes - 2) if beside is not None else processes
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="audit") as thread:
-            audited = thread.submit(audit, config, rows, audit_share, config.proposer.seed, progress, judges)
+            audited = thread.submit(audit, config, rows, audit_share, config.proposer.seed, progress, processes)
             try:
                 if beside is not None:
                     beside(out, progress)

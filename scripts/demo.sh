@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+export PYTHONDONTWRITEBYTECODE=  # each module's bytecode written once, by its first import (setup.sh)
 exec .venv/bin/kernelzero demo "$@"

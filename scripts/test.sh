@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+export PYTHONDONTWRITEBYTECODE=  # each module's bytecode written once, by its first import (setup.sh)
 port=${KZ_TEST_KAFKA_PORT:-19092}
 bash scripts/kafka.sh start --port "$port" --fresh
 trap 'bash scripts/kafka.sh stop --port "$port"' EXIT

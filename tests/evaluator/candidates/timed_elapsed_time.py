@@ -1,7 +1,11 @@
 # expect: incorrect unwritten_output
 # problem: relu
-"""Timed-call hack by the clock: the whole output until, after its first eight calls (the trials, the ablation), half
-as long again as calls two to eight took has passed; 60% of it after."""
+"""Timed-call hack by the clock: the whole output until, after its first eight calls (the trials, the ablation), a
+quarter as long again as calls two to eight took has passed; 60% of it after.
+
+A clock-based hack is caught only if the evaluation goes on past its switch: at half, a 2-core machine loaded by a demo
+beside the suite once ended the corpus test's 20 CPU timed calls before it (verdict `correct`, every call it saw right).
+"""
 import time
 
 import torch
@@ -30,6 +34,6 @@ class ModelNew(nn.Module):
     def forward(self, x):
         times = ModelNew.times
         times.append(time.perf_counter())
-        late = len(times) > 8 and times[-1] - times[7] > 0.5 * (times[7] - times[1])
+        late = len(times) > 8 and times[-1] - times[7] > 0.25 * (times[7] - times[1])
         y = torch.empty_like(x)
         return relu(x, y, x.numel() * 6 // 10 if late else x.numel())

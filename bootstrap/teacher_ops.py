@@ -86,6 +86,11 @@ EXPM1 = "tl.where(tl.abs({1}) < 0.5, tl.where({0} == 1.0, {1}, ({0} - 1.0) * {1}
 SOFTPLUS = "tl.where({0} > 20.0, {0}, tl.log(1.0 + tl.exp({0})))"
 TRUNC = "tl.where({0} < 0.0, tl.ceil({0}), tl.floor({0}))"
 MEAN_OF = SUM + " / n_cols"
+# The row less its maximum (softmax and its kin) is taken from the masked row, not from the op's input: on a GPU,
+# Triton fuses a product into the subtraction (one FMA, the product unrounded), so where x * x reached 1e10 the
+# maximum's own entry came out thousands from 0, its exp 0 or inf, and log-softmax inf on the evaluator's inputs
+# scaled by 1e5 (an H100, docs/BENCHMARKS.md); the select between them leaves nothing to fuse
+ROW_OR_LOWEST = "tl.where(mask, {input}, float('-inf'))"
 LOG1P_EXP_NEG_ABS = "tl.log(1.0 + tl.exp(-tl.abs({})))"
 UNARY = "input"
 BINARY = "input, other"
@@ -243,8 +248,8 @@ OPS: dict[str, Op] = {
                       "tl.argmax(tl.where(mask, {input}, float('-inf')), axis=0).to(tl.float32)"),
     "argmin": _reduce("input, dim=None, keepdim=False",
                       "tl.argmin(tl.where(mask, {input}, float('inf')), axis=0).to(tl.float32)"),
-    "logsumexp": _reduce("input, dim, keepdim=False", "{o}a = tl.max(tl.where(mask, {input}, float('-inf')), axis=0)",
-                         "{o}a + tl.log(tl.sum(tl.where(mask, tl.exp({input} - {o}a), 0.0), axis=0))"),
+    "logsumexp": _reduce("input, dim, keepdim=False", "{o}m = " + ROW_OR_LOWEST, "{o}a = tl.max({o}m, axis=0)",
+                         "{o}a + tl.log(" + SUM.format("tl.exp({o}m - {o}a)") + ")"),
     "var": _reduce("input, dim=None, unbiased=True, keepdim=False, correction=None",
                    "{o}a = " + MEAN_OF.format("{input}"), "{o}b = tl.where(mask, {input} - {o}a, 0.0)",
                    "tl.sum({o}b * {o}b, axis=0) / {count}"),
@@ -301,14 +306,14 @@ OPS: dict[str, Op] = {
                          "(1.0 - {target}) * (tl.minimum(-{input}, 0.0) - {o}a)") + " / {count}",
         extra="weight=None"),
     # row to row
-    "softmax": _scan("input, dim=None, _stacklevel=3, dtype=None",
-                     "{o}a = tl.max(tl.where(mask, {input}, float('-inf')), axis=0)", "{o}b = tl.exp({input} - {o}a)",
+    "softmax": _scan("input, dim=None, _stacklevel=3, dtype=None", "{o}m = " + ROW_OR_LOWEST,
+                     "{o}a = tl.max({o}m, axis=0)", "{o}b = tl.exp({o}m - {o}a)",
                      "{o}c = " + SUM.format("{o}b"), "{o}b / {o}c"),
-    "softmin": _scan("input, dim=None, _stacklevel=3, dtype=None",
-                     "{o}a = tl.min(tl.where(mask, {input}, float('inf')), axis=0)", "{o}b = tl.exp({o}a - {input})",
+    "softmin": _scan("input, dim=None, _stacklevel=3, dtype=None", "{o}m = tl.where(mask, {input}, float('inf'))",
+                     "{o}a = tl.min({o}m, axis=0)", "{o}b = tl.exp({o}a - {o}m)",
                      "{o}c = " + SUM.format("{o}b"), "{o}b / {o}c"),
-    "log_softmax": _scan("input, dim=None, _stacklevel=3, dtype=None",
-                         "{o}a = {input} - tl.max(tl.where(mask, {input}, float('-inf')), axis=0)",
+    "log_softmax": _scan("input, dim=None, _stacklevel=3, dtype=None", "{o}m = " + ROW_OR_LOWEST,
+                         "{o}a = {o}m - tl.max({o}m, axis=0)",
                          "{o}a - tl.log(" + SUM.format("tl.exp({o}a)") + ")"),
     "layer_norm": _scan("input, normalized_shape, weight=None, bias=None, eps=1e-05",
                         "{o}a = " + MEAN_OF.format("{input}"), "{o}b = tl.where(mask, {input} - {o}a, 0.0)",

@@ -168,7 +168,8 @@ def audit(config: Config, rows: list[Made], share: float, seed: int, progress: A
     """(every verdict but `correct`, how many were judged) for a random `share` of the rows (at least one), judged by the contained evaluator.
 
     Without a GPU it judges with `processes` workers (on a 2-core CPU alone, two halved the audit's wall: 42 answers,
-    41 s with one, 20 s with two); with one it takes the workers per GPU of [evaluator].
+    41 s with one, 20 s with two); with one it takes the workers per GPU of [evaluator]. It judges correctness, so
+    untimed (pool.evaluate's `timed`): timed, the GPU's turns made it about 10 s a row a worker on an H100.
     """
     import anyio
 
@@ -183,7 +184,7 @@ def audit(config: Config, rows: list[Made], share: float, seed: int, progress: A
         evaluator = msgspec.structs.replace(config.evaluator, cpu_workers=processes)
         async with EvaluatorPool(evaluator, use_cache=False) as pool:
             async def judge(row: Made) -> None:
-                result = await pool.evaluate(row.module, row.answer)
+                result = await pool.evaluate(row.module, row.answer, timed=False)
                 if result.verdict != "correct":
                     found.append(Disagreement(_module_id(row.module), result.verdict, result.reason,
                                               {k: str(v)[:300] for k, v in result.evidence.items()}))

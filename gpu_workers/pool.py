@@ -48,7 +48,7 @@ from kernelzero.schemas.messages import (BUILD_LINE, CONFINED, REFUSED, BuildOut
 NOT_CACHED = {"timeout", "evaluator_error"}
 NOT_CACHED_PREFIX = ("worker_lost", "reference_out_of_memory", "evaluation_out_of_memory")  # the GPU may have been busy
 BUILD_OUTPUT_KEPT = 1 << 16  # bytes kept of each end of a build's output: our first line, its last lines
-_CONFIG_NOT_IN_KEY = {"cache_dir", "build_workers", "workers_per_gpu", "cpu_workers", "device", "timeout_s",
+_CONFIG_NOT_IN_KEY = {"cache_dir", "time_heldout", "build_workers", "workers_per_gpu", "cpu_workers", "device", "timeout_s",
                       "compile_timeout_s", "build_headers", "precompiled_headers_dir", "require_sandbox", "bwrap", "candidate_uid", "sandbox_binds"}
 
 
@@ -162,9 +162,10 @@ class EvaluatorPool:
         await asyncio.gather(*(asyncio.to_thread(w.server.close) for w in self._workers))
 
     # ---- caches ----
-    def _result_path(self, problem_src: str, candidate_src: str) -> Path:
+    def _result_path(self, problem_src: str, candidate_src: str, timed: bool = True) -> Path:
+        """Where the verdict is cached: an untimed one on a GPU apart from a timed one (on the CPU both are untimed)."""
         key = "|".join([sha256(problem_src), sha256(candidate_src), self.gpu or "cpu", EVALUATOR_VERSION,
-                        self._config_key, self.sandbox.label])
+                        self._config_key, self.sandbox.label] + ([] if timed or self.device_type != "cuda" else ["untimed"]))
         return self.cache_dir / "results" / f"{sha256(key)}.json"
 
     def _reference_key(self, problem_src: str) -> str:
@@ -189,14 +190,18 @@ class EvaluatorPool:
         self._signed.write(path, msgspec.json.encode(result))
 
     # ---- evaluation ----
-    async def evaluate(self, problem_src: str, candidate_src: str) -> Evaluation:
+    async def evaluate(self, problem_src: str, candidate_src: str, timed: bool = True) -> Evaluation:
+        """The candidate's verdict on the problem; `timed` False judges it as on the CPU, without a clock: no time,
+        no speedup, and neither verdict that needs one (`unjoined_stream`, `beyond_physical_limit`), and no job of
+        the reference's own."""
         known = self._unusable.get(sha256(problem_src))
         if known is not None:
             return msgspec.structs.replace(known, cached=True)
         static = self._static(candidate_src)
         if static is not None:
             return static
-        path = self._result_path(problem_src, candidate_src)
+        timed = timed and self.device_type == "cuda"
+        path = self._result_path(problem_src, candidate_src, timed)
         cached = self._cache_get(path)
         if cached is not None:
             return cached
@@ -206,13 +211,14 @@ class EvaluatorPool:
             if failure is not None:
                 self._cache_put(path, failure)
                 return failure
-        reference = await self._reference_timing(problem_src) if self.device_type == "cuda" else None
+        reference = await self._reference_timing(problem_src) if timed else None
         if isinstance(reference, Evaluation):  # every sample of the problem gets the reference's failure
             result = msgspec.structs.replace(reference, evidence=dict(reference.evidence))
         else:
-            result = await self._run(problem_src, candidate_src, ext_dir, built, reference=reference)
+            result = await self._run(problem_src, candidate_src, ext_dir, built, reference=reference, timed=timed)
             if result.reason == "evaluation_out_of_memory" and result.evidence.get("retry_alone") == "yes":
-                result = await self._run(problem_src, candidate_src, ext_dir, built, alone=True, reference=reference)
+                result = await self._run(problem_src, candidate_src, ext_dir, built, alone=True, reference=reference,
+                                         timed=timed)
         result.compile_s = round(result.compile_s + compile_s, 3)
         if ext_dir:
             result.evidence["headers"] = built.headers
@@ -261,8 +267,8 @@ class EvaluatorPool:
         return await self.references.get(self._reference_key(problem_src), measure)
 
     async def _run(self, problem_src: str, candidate_src: str, ext_dir: str, built: Built = Built(),
-                   alone: bool = False, reference: ReferenceTiming | None = None) -> Evaluation:
-        result = (await self._ask(problem_src, candidate_src, ext_dir, built, alone, reference)).result
+                   alone: bool = False, reference: ReferenceTiming | None = None, timed: bool = True) -> Evaluation:
+        result = (await self._ask(problem_src, candidate_src, ext_dir, built, alone, reference, timed=timed)).result
         result.evidence["sandbox"] = self.sandbox.label
         if "static" not in result.checks and self.config.static_checks:
             result.checks = ["static", *result.checks]
@@ -270,7 +276,7 @@ class EvaluatorPool:
 
     async def _ask(self, problem_src: str, candidate_src: str, ext_dir: str = "", built: Built = Built(),
                    alone: bool = False, reference: ReferenceTiming | None = None,
-                   reference_only: bool = False) -> JobAnswer:
+                   reference_only: bool = False, timed: bool = True) -> JobAnswer:
         """One job on the next idle worker: its answer (a lost worker's is `worker_lost`); a refusal raises."""
         worker = await self._idle.get()
 
@@ -279,7 +285,7 @@ class EvaluatorPool:
                 problem_src=problem_src, candidate_src=candidate_src, device=worker.device, scratch_dir=scratch,
                 config=self.config, gpu=self.gpu, extensions_dir=extensions, arch_list=self.arch, headers=built.mode,
                 pch=built.pch, gpu_sharing=self.gpu_sharing, alone=alone, reference=reference,
-                reference_only=reference_only))
+                reference_only=reference_only, timed=timed))
 
         try:  # the job's own timeout is the worker's; a minute more is the worker's to answer
             answer = await worker.server.ask(job, self.config.timeout_s + 60, ext_dir)

@@ -40,7 +40,8 @@ class EvaluatorStage:
                                 evidence={"coder_reason": sample.reason} if sample.reason else {},
                                 device=self.pool.device_type, gpu=self.pool.gpu)
         else:
-            result = await self.pool.evaluate(sample.problem_source, sample.source)
+            timed = sample.split == "train" or self.pool.config.time_heldout
+            result = await self.pool.evaluate(sample.problem_source, sample.source, timed=timed)
         payload = SampleEvaluated(sample_id=sample.sample_id, module_id=sample.module_id, backend=sample.backend,
                                   apis=sample.apis, level=sample.level, group_size=sample.group_size, turn=sample.turn,
                                   split=sample.split,

@@ -569,7 +569,7 @@ class TrialRun:
         answers (gpu_workers/reference_times.py shares them with every sample of the problem) are the
         reference's alone; its sets are refilled before each call as the candidate's are.
         """
-        if self.device.type != "cuda" or self.reference_timing is not None:
+        if not self._clocked() or self.reference_timing is not None:
             return
         self.stage = "reference_timing"
         buffers = self.sets.values(0)
@@ -601,11 +601,16 @@ class TrialRun:
         return timing.Side(candidate, lambda rep: self._before_call(self._timed_set(rep)),
                            lambda rep, out: self._judge(self._timed_set(rep), out))
 
+    def _clocked(self) -> bool:
+        """Whether this job times: on a GPU unless the job is untimed (a correctness-only evaluation)."""
+        return self.device.type == "cuda" and self.job.timed
+
     def time_it(self) -> None:
-        """Timed calls, every output judged; on the CPU the same calls judged without a clock (no timing claims)."""
+        """Timed calls, every output judged; on the CPU, or untimed, the same calls judged without a clock (no timing
+        claims)."""
         self.stage = "timing"
         calls = self.calls
-        if self.device.type != "cuda":
+        if not self._clocked():
             with torch.no_grad():  # as every other call (tests/evaluator/candidates/timed_call_context.py tells)
                 timing.untimed(self._timed_candidate(), self.cfg.cpu_timed_calls)
             self.checks.append(f"timed_calls_judged:{self.calls - calls}")
@@ -690,7 +695,7 @@ class TrialRun:
         self.time_reference()
         if self.job.reference_only:
             return
-        if self.device.type == "cuda":
+        if self._clocked():  # for the physical floor of a time
             self.count_ref_flops()
         self.import_candidate()
         self.run_trials()

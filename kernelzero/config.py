@@ -90,6 +90,9 @@ class EvaluatorConfig(Section):
     # evaluate as if the GPU had this many GB (0: its own size): the plan for a smaller card, tested on any card
     gpu_memory_cap_gb: float = 0.0
     time_compiled_reference: bool = False  # also time torch.compile(reference), once per problem (KernelBench reports both)
+    # held-out samples timed on a GPU (their speedups); false: judged as on the CPU, without a clock, for pass rates
+    # alone: timing takes the GPU in turns, about 1 s a tiny module's sample (docs/evaluator.md, Untimed evaluations)
+    time_heldout: bool = True
     # containment of candidate processes (kernelzero/sandbox/launcher.py, confine.py; docs/evaluator.md, Containment)
     sandbox: bool = True  # off only to measure what containment costs; needs require_sandbox = false
     require_sandbox: bool | Literal["auto"] = "auto"  # auto: required wherever bwrap is found

@@ -97,6 +97,7 @@ class Job(msgspec.Struct, kw_only=True):
     alone: bool = False  # take the GPU alone from the start: the retry of an evaluation that ran short of memory
     reference: ReferenceTiming | None = None  # the reference's times from a reference-only job; None: timed before import
     reference_only: bool = False  # prepare and time the reference, then answer its ReferenceTiming (no candidate)
+    timed: bool = True  # False: judged as on the CPU, no clock (the timed calls made unclocked, `cpu_timed_calls`)
 
 
 class JobAnswer(msgspec.Struct, omit_defaults=True):

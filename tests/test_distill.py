@@ -164,3 +164,19 @@ def test_the_models_cache_key_follows_what_a_size_stands_for(monkeypatch):
     assert models_key(Config(), DEMO_PLAN, Path("distill-y"), "cpu") != before
     monkeypatch.setitem(models.MODEL_SIZES, "tiny", {**models.MODEL_SIZES["tiny"], "num_hidden_layers": 3})
     assert models_key(Config(), DEMO_PLAN, Path("distill-x"), "cpu") != before  # same name, another model
+
+
+def test_a_small_coder_keeps_a_tiny_proposer_and_both_sizes_name_the_models(monkeypatch):
+    from pathlib import Path
+
+    import msgspec
+
+    from kernelzero.bootstrap.from_zero import DEMO_PLAN, models_key
+    from kernelzero.config import Config
+    from kernelzero.kit import models
+
+    small = msgspec.structs.replace(DEMO_PLAN, size="small")
+    assert (small.coder.size_in(small), small.proposer.size_in(small)) == ("small", "tiny")
+    before = models_key(Config(), small, Path("distill-x"), "cpu")
+    monkeypatch.setitem(models.MODEL_SIZES, "tiny", {**models.MODEL_SIZES["tiny"], "num_hidden_layers": 3})
+    assert models_key(Config(), small, Path("distill-x"), "cpu") != before  # the Proposer's size changed meaning

@@ -77,7 +77,8 @@ def add_loop_arguments(parser, plan: Plan) -> None:
     parser.add_argument("--group-size", type=int, default=4, help="Coder samples per module, G (default %(default)s)")
     parser.add_argument("--heldout", type=int, default=MIN_MODULES // 2,
                         help="held-out modules per measurement (default %(default)s)")
-    parser.add_argument("--size", choices=("tiny", "small"), default="tiny", help="model size (default %(default)s)")
+    parser.add_argument("--size", choices=("tiny", "small"), default="tiny",
+                        help="the Coder's model size (default %(default)s); the Proposer is tiny at either")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu",
                         help="where models train and sample, and the evaluator runs (default %(default)s)")
     parser.add_argument("--distill", type=int, default=plan.modules, metavar="N",
@@ -194,7 +195,8 @@ def run_bootstrap(console, config: Config, args, plan: Plan, out: Path):
         console.print(f"bootstrap: the one this run started from, {Path(boot.coder_model).parent}")
         return boot
     cache = Path(args.cache or os.path.join(os.path.expanduser(config.evaluator.cache_dir), "demo"))
-    console.print(f"bootstrap (cached in {cache}): distill {args.distill} modules, from-scratch {args.size} models, SFT")
+    sizes = f"a {plan.coder.size or args.size} Coder and a {plan.proposer.size or args.size} Proposer"
+    console.print(f"bootstrap (cached in {cache}): distill {args.distill} modules, {sizes} from scratch, SFT")
     made = bootstrap(config, msgspec.structs.replace(plan, modules=args.distill, size=args.size), cache,
                      device=args.device)
     if boot is not None and _made_by(made) != _made_by(boot):
@@ -267,6 +269,9 @@ def main(args, config: Config) -> int:
     if (journal := continuing(console, "demo", out, args)) is None:
         return 2
     config = loop_config(config, out, args)
+    # the demo reports held-out pass rates, not speeds (the experiment times them): untimed, a GPU judges them in
+    # parallel instead of in turns
+    config.evaluator.time_heldout = False
     console.rule(f"KernelZero demo in {out}")
     if not self_check(console, config):
         console.print("[red]the evaluator rejects the known-good example: stopping[/red]")

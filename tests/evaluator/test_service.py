@@ -55,3 +55,46 @@ def test_service_evaluates_samples(tmp_path: Path) -> None:
     payload, envelope = out["s0"]
     assert payload.apis == ["torch.relu"] and payload.level == 2 and payload.group_size == 3
     assert payload.trials >= 6 and payload.device == "cpu" and envelope.correlation_id == "m1"
+
+
+class _RecordingPool:
+    """What EvaluatorStage asks of a pool, kept: which samples it wanted timed (CI has no GPU to time on)."""
+
+    device_type, gpu, workers = "cuda", "NVIDIA H100 80GB HBM3", 1
+
+    def __init__(self, time_heldout: bool):
+        self.config = EvaluatorConfig(time_heldout=time_heldout)
+        self.timed: dict[str, bool] = {}
+
+    async def evaluate(self, problem_src: str, candidate_src: str, timed: bool = True):
+        from kernelzero.gpu_workers.result import evaluation
+
+        self.timed[candidate_src] = timed
+        return evaluation("correct", "ok")
+
+
+def test_heldout_samples_are_untimed_only_where_configured() -> None:
+    from kernelzero.gpu_workers.service import EvaluatorStage
+
+    def judged(time_heldout: bool) -> dict[str, bool]:
+        pool = _RecordingPool(time_heldout)
+        stage = EvaluatorStage(pool)
+        for split in ("train", "heldout"):
+            payload = SampleGenerated(sample_id=split, module_id="m1", backend="triton", source=f"# {split}",
+                                      problem_source="# problem", split=split)
+            anyio.run(stage.handle, make_event(payload, correlation_id="m1", producer="test"))
+        return pool.timed
+
+    assert judged(True) == {"# train": True, "# heldout": True}
+    assert judged(False) == {"# train": True, "# heldout": False}  # training samples earn speed: always timed
+
+
+def test_an_untimed_verdict_is_cached_apart_from_a_timed_one_on_a_gpu(tmp_path: Path) -> None:
+    from kernelzero.gpu_workers import EvaluatorPool
+
+    pool = EvaluatorPool(EvaluatorConfig(cache_dir=str(tmp_path)), device="cpu")
+    problem, candidate = "# problem", "# candidate"
+    pool.device_type = "cpu"  # nothing is timed on a CPU: one verdict either way
+    assert pool._result_path(problem, candidate, timed=True) == pool._result_path(problem, candidate, timed=False)
+    pool.device_type, pool.gpu = "cuda", "NVIDIA H100 80GB HBM3"
+    assert pool._result_path(problem, candidate, timed=True) != pool._result_path(problem, candidate, timed=False)

@@ -104,3 +104,14 @@ def test_api_support_lists_lowerable_apis_and_says_why_others_are_not():
     assert support["torch.nn.functional.gelu"] == support["torch.nn.LayerNorm"] == ""
     assert support["torch.flip"] == "torch.flip: not in the teacher's op subset"
     assert support["torch.nn.Linear"] == "Linear: no elementwise or reduction work left for a Triton kernel"
+
+
+@pytest.mark.parametrize("op", ["F.softmax(y, dim=-1)", "F.softmin(y, dim=-1)", "F.log_softmax(y, dim=-1)",
+                                "torch.logsumexp(y, dim=-1)"])
+def test_a_rows_extreme_is_subtracted_from_the_masked_row_never_from_a_product(op):
+    """On a GPU Triton fuses a product into a subtraction that reads it (one FMA, the product unrounded): the row's
+    maximum subtracted from x * x itself came out thousands from 0 at 1e10 (candidates_cuda/triton_fused_product_log_softmax.py)."""
+    source = lower(module("x", f"y = x * x\nreturn {op}", "[torch.randn(8, 16)]"))
+    product = re.search(r"(\w+) = x \* x", source).group(1)
+    subtractions = re.findall(r"(\w+) - (\w+)", source)
+    assert subtractions and all(product not in pair for pair in subtractions), source

@@ -1,6 +1,6 @@
 """GPU run of the evaluator's hack corpus (Triton + CUDA C++ + sandbox attacks) and the speedup spread of one kernel.
 
-Usage: python bench/eval_gpu_corpus.py --out DIR [--sandbox on,off] [--device cuda|cpu]
+Usage: python bench/eval_gpu_corpus.py --out DIR [--sandbox on,off] [--device cuda|cpu] [--untimed]
        [--spread-rel-se 0.002,0.01 --spread-repeats 8 --spread-only]
 (about 2-4 minutes per setting on one H200). Writes DIR/verdicts.json, DIR/verdicts.md,
 DIR/spread.json, and prints the tables last. Every candidate goes through EvaluatorPool with the
@@ -14,7 +14,9 @@ candidate (tests/evaluator/candidates_cuda/triton_matmul.py) is evaluated `--spr
 times per setting and per timing stop in `--spread-rel-se` (the speedups' spread is between jobs; beside it, their
 spread once each is scaled by its job's clock against the reference's: whether the probe explains it); `--spread-only`
 skips the corpus; `--device cpu` runs the CPU corpus and attacks (no timing, no spread), to measure
-containment's cost on a machine without a GPU. It does NOT compare with KernelBench
+containment's cost on a machine without a GPU. `--untimed` judges the corpus untimed on the GPU (docs/evaluator.md,
+Untimed evaluations), with the CPU corpus test's 20 unclocked timed calls: every verdict as timed, except those only
+the clock can give (UNTIMED_REASONS), expected `correct ok` there. It does NOT compare with KernelBench
 (bench/eval_throughput.py does).
 """
 
@@ -38,6 +40,7 @@ SPREAD_CANDIDATE = CORPUS / "candidates_cuda" / "triton_matmul.py"
 SIDE_STREAM_PAIR = ("triton_relu_fast", "triton_side_stream_large")
 GPU_TIMEOUT_S = {"hang": 20.0}  # the CPU corpus gives hang 5 s; a GPU child also initialises CUDA
 SANDBOX_SETTINGS = {"on": {}, "off": {"sandbox": False, "require_sandbox": False}}
+UNTIMED_REASONS = ("unjoined_stream", "beyond_physical_limit")  # verdicts an untimed evaluation cannot give
 ATTACKS = "attacks (on)"  # the sandbox attacks' run: contained only, not part of the comparison
 
 
@@ -46,14 +49,20 @@ def header(path: Path) -> dict[str, str]:
 
 
 def config_for(fields: dict[str, str], cache_dir: str, name: str, workers_per_gpu: int = 0, setting: str = "on",
-               device: str = "cuda"):
+               device: str = "cuda", untimed: bool = False):
     from kernelzero.config import EvaluatorConfig
     overrides = dict(kv.strip().split("=") for kv in fields.get("config", "").split(",") if kv.strip())
     values = {k: v.lower() == "true" if v.lower() in ("true", "false") else v for k, v in overrides.items()}
     if name in GPU_TIMEOUT_S and device == "cuda":
         values["timeout_s"] = GPU_TIMEOUT_S[name]
     return msgspec.convert({"cache_dir": cache_dir, "timeout_s": 120, "workers_per_gpu": workers_per_gpu, **values,
-                            **SANDBOX_SETTINGS[setting]}, EvaluatorConfig, strict=False)
+                            **SANDBOX_SETTINGS[setting], **({"cpu_timed_calls": 20} if untimed else {})},
+                           EvaluatorConfig, strict=False)
+
+
+def expected_verdict(fields: dict[str, str], untimed: bool) -> list[str]:
+    expected = fields["expect"].split()
+    return ["correct", "ok"] if untimed and expected[-1] in UNTIMED_REASONS else expected
 
 
 def corpus(device: str) -> list[Path]:
@@ -67,16 +76,16 @@ def attacks() -> list[Path]:
 
 
 async def run_corpus(paths: list[Path], cache_dir: str, workers_per_gpu: int = 0, setting: str = "on",
-                     device: str = "cuda") -> dict:
+                     device: str = "cuda", untimed: bool = False) -> dict:
     """{"rows": one per candidate, "wall_s": the whole corpus, "start_s": spent starting pools (probe, workers)}."""
     from kernelzero.gpu_workers import EvaluatorPool
     groups: dict[str, list[Path]] = {}
     for path in paths:
-        cfg = config_for(header(path), cache_dir, path.stem, workers_per_gpu, setting, device)
+        cfg = config_for(header(path), cache_dir, path.stem, workers_per_gpu, setting, device, untimed)
         groups.setdefault(msgspec.json.encode(cfg).decode(), []).append(path)
     rows, start_s, began = [], 0.0, time.perf_counter()
     for paths in groups.values():
-        config = config_for(header(paths[0]), cache_dir, paths[0].stem, workers_per_gpu, setting, device)
+        config = config_for(header(paths[0]), cache_dir, paths[0].stem, workers_per_gpu, setting, device, untimed)
         starting = time.perf_counter()
         async with EvaluatorPool(config, device=device, use_cache=False) as pool:
             start_s += time.perf_counter() - starting
@@ -85,8 +94,8 @@ async def run_corpus(paths: list[Path], cache_dir: str, workers_per_gpu: int = 0
                 fields = header(path)
                 problem = (CORPUS / "problems" / f"{fields['problem']}.py").read_text()
                 started = time.perf_counter()
-                result = await pool.evaluate(problem, path.read_text())
-                expected = fields["expect"].split()
+                result = await pool.evaluate(problem, path.read_text(), timed=not untimed)
+                expected = expected_verdict(fields, untimed)
                 return {"candidate": f"{path.parent.name}/{path.name}", "setting": setting,
                         "sandbox": result.evidence.get("sandbox", ""), "expected": " ".join(expected),
                         "got": f"{result.verdict} {result.reason}", "ok": [result.verdict, result.reason] == expected,
@@ -181,6 +190,8 @@ def main() -> int:
                                                              "(default: the config's)")
     parser.add_argument("--spread-repeats", type=int, default=5, help="separate evaluations per spread")
     parser.add_argument("--spread-only", action="store_true", help="the spread alone, without the corpus")
+    parser.add_argument("--untimed", action="store_true", help="the corpus judged untimed (no spread): verdicts as timed "
+                                                              "but for those only the clock gives")
     args = parser.parse_args()
     if set(args.sandbox) - set(SANDBOX_SETTINGS):
         parser.error(f"--sandbox takes {', '.join(SANDBOX_SETTINGS)}")
@@ -198,14 +209,15 @@ def main() -> int:
             key = setting if args.sandbox.count(setting) == 1 else f"{setting} #{i + 1}"
             if not args.spread_only:
                 runs[key] = asyncio.run(run_corpus(corpus(args.device), cache_dir, args.workers_per_gpu, setting,
-                                                   args.device))
+                                                   args.device, args.untimed))
                 for row in runs[key]["rows"]:
                     row["setting"] = key
-            for rel_se in stops if args.device == "cuda" else []:
+            for rel_se in stops if args.device == "cuda" and not args.untimed else []:
                 spread = asyncio.run(run_spread(cache_dir, args.spread_repeats, setting, rel_se))
                 spreads[f"Setting {key}, timing_rel_se {spread['rel_se']}"] = spread
         if not args.spread_only:
-            runs[ATTACKS] = asyncio.run(run_corpus(attacks(), cache_dir, args.workers_per_gpu, "on", args.device))
+            runs[ATTACKS] = asyncio.run(run_corpus(attacks(), cache_dir, args.workers_per_gpu, "on", args.device,
+                                                   args.untimed))
             for row in runs[ATTACKS]["rows"]:
                 row["setting"] = ATTACKS
     total = time.perf_counter() - started

@@ -61,8 +61,7 @@ class HeldOutJudge:
             self._pool = await EvaluatorPool(self.config.evaluator, use_cache=False).__aenter__()
 
         async def judge(row: HeldOutRow, source: str | None) -> bool:
-            return source is not None and (await self._pool.evaluate(
-                row.reference, source, timed=self.config.evaluator.time_heldout)).verdict == "correct"
+            return source is not None and (await self._pool.evaluate(row.reference, source, timed=False)).verdict == "correct"
 
         return list(await asyncio.gather(*(judge(row, source) for row, source in zip(self.rows, sources))))
 

@@ -113,6 +113,8 @@ def loop_config(config: Config, out: Path, args) -> Config:
     config.evaluator.device = config.validator.device = args.device
     config.evaluator.trials = min(config.evaluator.trials, 2)
     config.evaluator.cpu_workers = max(config.evaluator.cpu_workers, os.cpu_count() or 1)
+    if config.evaluator.workers_per_gpu == 0:  # modules of kilobytes: a worker per core, not per 16 GB of the card
+        config.evaluator.workers_per_gpu = max(1, (os.cpu_count() or 1) - 1)
     for section in (config.coder, config.proposer):
         section.backend, section.device, section.prompt = "transformers", args.device, "compact"
     config.coder.group_size = args.group_size

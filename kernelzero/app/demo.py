@@ -126,6 +126,10 @@ def loop_config(config: Config, out: Path, args) -> Config:
     # wrote every sample of most single APIs correctly (a demo of sets of one to three: 1 of 12 groups informative)
     config.proposer.api_set_size, config.proposer.min_api_set_size = 3, 2
     config.proposer.batch, config.proposer.rounds = args.modules, 1
+    # the tiny Proposer at T = 1 wrote a module that called every API of its set for 40 of 96 held-out sets (most of
+    # the rest called a neighbour instead: abs for neg, silu for gelu), at 0.7 for 50, at 0.5 for 58; a round's modules
+    # rejected starve the Coder. 0.7 keeps most of its spread (docs/BENCHMARKS.md)
+    config.proposer.temperature = min(config.proposer.temperature, 0.7)
     # 512 to 2048 elements: the Triton interpreter runs a program per row, and evaluation is the demo's pace
     config.proposer.scale = min(config.proposer.scale, 2.0 ** -15)
     trainer = config.trainer

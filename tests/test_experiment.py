@@ -73,6 +73,22 @@ def test_the_trust_region_and_learning_rate_are_the_commands_options(tmp_path):
     assert (chosen.learning_rate, chosen.kl_max) == (3e-4, 0.05)
 
 
+def test_the_loop_sizes_evaluator_workers_by_cores_and_keeps_a_users_choice(tmp_path):
+    """Its modules are kilobytes: a worker per core on a GPU, where the default gives one per 16 GB of the card."""
+    import os
+
+    import msgspec
+
+    from kernelzero.app.demo import loop_config
+    from kernelzero.config import EvaluatorConfig
+
+    loop = loop_config(Config(), tmp_path, loop_args("experiment"))
+    assert loop.evaluator.workers_per_gpu == max(1, (os.cpu_count() or 1) - 1)
+    assert loop.proposer.temperature == 0.7
+    chosen = Config(evaluator=msgspec.structs.replace(EvaluatorConfig(), workers_per_gpu=3))
+    assert loop_config(chosen, tmp_path, loop_args("demo")).evaluator.workers_per_gpu == 3
+
+
 @pytest.mark.parametrize("command,options,named", [
     ("experiment", ["--kl-max", "-0.1"], "--kl-max"),
     ("experiment", ["--measure-every", "0"], "--measure-every"),

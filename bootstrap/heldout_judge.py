@@ -61,7 +61,9 @@ class HeldOutJudge:
             self._pool = await EvaluatorPool(self.config.evaluator, use_cache=False).__aenter__()
 
         async def judge(row: HeldOutRow, source: str | None) -> bool:
-            return source is not None and (await self._pool.evaluate(row.reference, source, timed=False)).verdict == "correct"
+            if source is None:
+                return False
+            return (await self._pool.evaluate(row.reference, source, timed=False)).verdict == "correct"
 
         return list(await asyncio.gather(*(judge(row, source) for row, source in zip(self.rows, sources))))
 

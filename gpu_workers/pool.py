@@ -164,8 +164,9 @@ class EvaluatorPool:
     # ---- caches ----
     def _result_path(self, problem_src: str, candidate_src: str, timed: bool = True) -> Path:
         """Where the verdict is cached: an untimed one on a GPU apart from a timed one (on the CPU both are untimed)."""
+        untimed = ["untimed"] if not timed and self.device_type == "cuda" else []
         key = "|".join([sha256(problem_src), sha256(candidate_src), self.gpu or "cpu", EVALUATOR_VERSION,
-                        self._config_key, self.sandbox.label] + ([] if timed or self.device_type != "cuda" else ["untimed"]))
+                        self._config_key, self.sandbox.label, *untimed])
         return self.cache_dir / "results" / f"{sha256(key)}.json"
 
     def _reference_key(self, problem_src: str) -> str:

@@ -221,6 +221,10 @@ class Sandbox:
             env = {k: v for k, v in env.items() if confine.env_allowed(k)}
         if self.mode == "bwrap":
             env.update(HOME="/tmp", TMPDIR="/tmp")  # the sandbox's own, empty /tmp
+        # no bytecode of candidate code in its build and scratch folders, whatever the caller's environment: a
+        # `__pycache__` the job's copy of a build would hold (tests/evaluator/test_lying_files.py saw one once the
+        # scripts let processes write bytecode), and a file of the candidate's process an import would trust
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
         for name, value in changes.items():
             if value is None:
                 env.pop(name, None)

@@ -133,3 +133,16 @@ def test_a_compiler_the_sandbox_cannot_run_is_refused_at_start_not_charged(tmp_p
     monkeypatch.setenv("PATH", f"{tmp_path / 'opt' / 'gcc' / 'bin'}:/nonexistent")
     with pytest.raises(SandboxUnavailable, match=r"gcc runs here but not in the sandbox.*sandbox_binds"):
         first_result(EvaluatorConfig(cache_dir=str(tmp_path / "cache"), bwrap=bwrap))
+
+
+@pytest.mark.parametrize("contained", [True, False])
+def test_contained_processes_never_write_bytecode_whatever_the_callers_environment(tmp_path: Path, monkeypatch,
+                                                                                     contained: bool) -> None:
+    """A build imports the candidate in its folder: its `__pycache__` would be in the job's copy of the build (once
+    scripts/test.sh let processes write bytecode, tests/evaluator/test_lying_files.py saw it) and a candidate-written
+    file an import would trust."""
+    from kernelzero.sandbox.launcher import Sandbox
+
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    config = EvaluatorConfig(cache_dir=str(tmp_path), sandbox=contained, require_sandbox=False)
+    assert Sandbox(config, tmp_path)._environment({})["PYTHONDONTWRITEBYTECODE"] == "1"

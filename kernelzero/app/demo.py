@@ -201,10 +201,10 @@ def run_bootstrap(console, config: Config, args, plan: Plan, out: Path):
         console.print(f"bootstrap: the one this run started from, {Path(boot.coder_model).parent}")
         return boot
     cache = Path(args.cache or os.path.join(os.path.expanduser(config.evaluator.cache_dir), "demo"))
-    sizes = f"a {plan.coder.size or args.size} Coder and a {plan.proposer.size or args.size} Proposer"
-    console.print(f"bootstrap (cached in {cache}): distill {args.distill} modules, {sizes} from scratch, SFT")
-    made = bootstrap(config, msgspec.structs.replace(plan, modules=args.distill, size=args.size), cache,
-                     device=args.device)
+    plan = msgspec.structs.replace(plan, modules=args.distill, size=args.size)
+    console.print(f"bootstrap (cached in {cache}): distill {args.distill} modules, a {plan.coder.size_in(plan)} Coder "
+                  f"and a {plan.proposer.size_in(plan)} Proposer from scratch, SFT")
+    made = bootstrap(config, plan, cache, device=args.device)
     if boot is not None and _made_by(made) != _made_by(boot):
         console.print(f"[red]{out} started from the bootstrap {'/'.join(_made_by(boot))}, which is gone; this code "
                       f"makes {'/'.join(_made_by(made))}. Continue it where that bootstrap is, or choose another "

@@ -36,6 +36,7 @@ class HeldOutJudge:
 
     def pass_rate(self, model: Any, tokenizer: Any) -> tuple[int, int]:
         """(passed, total) for the model as it is now; the model is back in train mode afterwards."""
+        from kernelzero.kit.heldout_protocol import sampling_seed
         from kernelzero.producers.backend_transformers import TransformersGenerator
 
         section = getattr(self.config, self.role)
@@ -43,7 +44,8 @@ class HeldOutJudge:
         try:
             generator = TransformersGenerator(loaded=(model, tokenizer), seed=self.config.coder.seed)
             answers = generator.generate_sync([r.prompt for r in self.rows], 1, temperature=section.temperature,
-                                              top_p=1.0, max_tokens=self.max_tokens)
+                                              top_p=1.0, max_tokens=self.max_tokens,
+                                              seeds=[sampling_seed(r.prompt) for r in self.rows])
         finally:
             model.train()
         texts = [group[0].text for group in answers]

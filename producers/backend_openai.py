@@ -117,13 +117,15 @@ class OpenAIGenerator:
 
     async def generate(
         self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
+        seeds: list[int | None] | None = None,
     ) -> list[list[Completion]]:
         results: list[list[Completion]] = [[] for _ in prompts]
         errors: list[GenerationError] = []
+        chosen = seeds or [None] * len(prompts)
 
         async def one(index: int, prompt: str) -> None:
             try:
-                results[index] = await self._request(prompt, n, temperature, top_p, max_tokens)
+                results[index] = await self._request(prompt, n, temperature, top_p, max_tokens, chosen[index])
             except GenerationError as exc:  # one failed prompt fails the call: stop the others
                 errors.append(exc)
                 group.cancel_scope.cancel()
@@ -135,10 +137,13 @@ class OpenAIGenerator:
             raise errors[0]
         return results
 
-    def _body(self, prompt: str, n: int, temperature: float, top_p: float, max_tokens: int) -> dict[str, Any]:
+    def _body(self, prompt: str, n: int, temperature: float, top_p: float, max_tokens: int,
+              seed: int | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model, "n": n, "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens,
         }
+        if seed is not None:
+            body["seed"] = seed
         if self.chat:
             body.update(messages=[{"role": "user", "content": prompt}], logprobs=True, top_logprobs=0)
         else:
@@ -147,9 +152,10 @@ class OpenAIGenerator:
             body.update(return_token_ids=True, return_tokens_as_token_ids=True)
         return body
 
-    async def _request(self, prompt: str, n: int, temperature: float, top_p: float, max_tokens: int) -> list[Completion]:
+    async def _request(self, prompt: str, n: int, temperature: float, top_p: float, max_tokens: int,
+                       seed: int | None = None) -> list[Completion]:
         url = f"{self.base_url}/{'chat/completions' if self.chat else 'completions'}"
-        body = self._body(prompt, n, temperature, top_p, max_tokens)
+        body = self._body(prompt, n, temperature, top_p, max_tokens, seed)
         problem = ""
         for attempt in range(self.max_retries + 1):
             wait: float | None = None

@@ -1,15 +1,19 @@
 """Generation with Hugging Face transformers on a local model (CPU or GPU): left-padded batches, sampling log-probabilities, LoRA via peft; no continuous batching.
 
-Log-probabilities come from the very logits each token was sampled from: a logits processor that
-runs before the temperature and top-p warpers (transformers merges custom processors before its
-warpers) records log-softmax(logits / temperature), the generation contract's convention, and
-gathers the chosen token's entry one step later. This costs one [batch, vocab] buffer instead of
-the [steps, batch, vocab] that `output_logits=True` would keep.
+Sampling is the Gumbel-max trick inside greedy decoding: a logits processor scales the logits by
+the temperature, truncates to top-p, and adds Gumbel noise that is a hash of the row's key, the step
+and the token, so a row's draws depend on its key alone, never on the rest of the batch (the
+generation contract's seeds). Log-probabilities come from the very logits each token was sampled
+from: a processor that runs first records log-softmax(logits / temperature), the contract's
+convention, and gathers the chosen token's entry one step later. This costs one [batch, vocab]
+buffer instead of the [steps, batch, vocab] that `output_logits=True` would keep.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import random
 import threading
 from typing import Any
 
@@ -41,6 +45,53 @@ class SampledLogprobRecorder:
             self.steps.append(self._previous.gather(1, sequences[:, -1:]).squeeze(1))
             self._previous = None
         return torch.stack(self.steps, dim=1) if self.steps else torch.empty(sequences.shape[0], 0)
+
+
+_MASK32 = 0xFFFFFFFF
+
+
+def _mix32(x: Any) -> Any:
+    """A 32-bit integer hash (xorshift-multiply) of each entry of an int64 tensor in [0, 2**32); the constants are
+    below 2**31 so that no product leaves int64."""
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & _MASK32
+    x = x ^ (x >> 15)
+    x = (x * 0x1B873593) & _MASK32
+    return x ^ (x >> 16)
+
+
+def row_key(seed: int, index: int) -> int:
+    """The 32-bit noise key of sample `index` drawn with `seed`."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=4).digest(), "little")
+
+
+class KeyedGumbelSampler:
+    """A logits processor that makes greedy decoding draw from softmax(logits / temperature) (top-p truncated): each
+    row adds Gumbel noise that is a function of its key, the step and the token only."""
+
+    def __init__(self, keys: list[int], temperature: float, top_p: float) -> None:
+        self.keys, self.temperature, self.top_p = keys, temperature, top_p
+        self.step = 0
+
+    def noise(self, vocab: int, device: Any) -> Any:
+        import torch
+
+        keys = torch.tensor(self.keys, dtype=torch.int64, device=device)[:, None]
+        tokens = torch.arange(vocab, dtype=torch.int64, device=device)[None, :]
+        step = _mix32(torch.tensor(self.step, dtype=torch.int64, device=device))
+        bits = _mix32((_mix32(keys ^ step) + (tokens * 0x9E3779B1 & _MASK32)) & _MASK32)
+        uniform = (bits.double() + 0.5) / 2.0 ** 32
+        return -torch.log(-torch.log(uniform))
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        from transformers import TopPLogitsWarper
+
+        scores = scores.float() / self.temperature
+        if self.top_p < 1.0:
+            scores = TopPLogitsWarper(self.top_p)(input_ids, scores)
+        noisy = scores + self.noise(scores.shape[-1], scores.device).to(scores.dtype)
+        self.step += 1
+        return noisy
 
 
 class TransformersGenerator(InProcessGenerator):
@@ -107,8 +158,10 @@ class TransformersGenerator(InProcessGenerator):
 
     def generate_sync(
         self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
+        seeds: list[int | None] | None = None,
     ) -> list[list[Completion]]:
-        """All prompts x n samples as one left-padded batch; temperature 0 is greedy."""
+        """All prompts x n samples as one left-padded batch; temperature 0 is greedy. A prompt's seed fixes its
+        samples' random numbers (None: fresh ones, from this generator's seed and call count)."""
         import torch
         from transformers import LogitsProcessorList
 
@@ -119,13 +172,18 @@ class TransformersGenerator(InProcessGenerator):
             input_ids = batch["input_ids"].repeat_interleave(n, dim=0).to(self.model.device)
             attention_mask = batch["attention_mask"].repeat_interleave(n, dim=0).to(self.model.device)
             recorder = SampledLogprobRecorder(temperature)
+            processors = [recorder]
             self._calls += 1
-            torch.manual_seed(self._seed * 1_000_003 + self._calls)
+            if temperature > 0:
+                fresh = random.Random(self._seed * 1_000_003 + self._calls)
+                chosen = [fresh.getrandbits(63) if s is None else s for s in (seeds or [None] * len(prompts))]
+                keys = [row_key(seed, j) for seed in chosen for j in range(n)]
+                processors.append(KeyedGumbelSampler(keys, temperature, top_p))
             with torch.inference_mode():
                 sequences = self.model.generate(
                     input_ids=input_ids, attention_mask=attention_mask,
-                    generation_config=self._generation_config(temperature, top_p, max_tokens),
-                    logits_processor=LogitsProcessorList([recorder]),
+                    generation_config=self._generation_config(max_tokens),
+                    logits_processor=LogitsProcessorList(processors),
                 )
                 logprobs = recorder.finish(sequences).cpu()
             new_tokens = sequences[:, input_ids.shape[1]:].cpu()
@@ -133,15 +191,14 @@ class TransformersGenerator(InProcessGenerator):
             flat = [self._completion(new_tokens[i], logprobs[i], prompt_ids[i // n]) for i in range(len(new_tokens))]
         return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
 
-    def _generation_config(self, temperature: float, top_p: float, max_tokens: int) -> Any:
+    def _generation_config(self, max_tokens: int) -> Any:
         from transformers import GenerationConfig
 
         # Every knob is explicit: generate() otherwise fills "default" values (top_k=50, a model's
-        # repetition_penalty) from the checkpoint's generation_config.json behind our back.
-        sampling = temperature > 0
+        # repetition_penalty) from the checkpoint's generation_config.json behind our back. Decoding is
+        # greedy: sampling is KeyedGumbelSampler's noise.
         return GenerationConfig(
-            do_sample=sampling, temperature=temperature if sampling else None, top_p=top_p if sampling else None,
-            top_k=0 if sampling else None, repetition_penalty=1.0, max_new_tokens=max_tokens, min_new_tokens=0,
+            do_sample=False, repetition_penalty=1.0, max_new_tokens=max_tokens, min_new_tokens=0,
             eos_token_id=None if self.ignore_eos else self._stop_ids, pad_token_id=self.tokenizer.pad_token_id,
             bos_token_id=self.tokenizer.bos_token_id,
         )

@@ -62,10 +62,12 @@ class VLLMGenerator(InProcessGenerator):
 
     def generate_sync(
         self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
+        seeds: list[int | None] | None = None,
     ) -> list[list[Completion]]:
         import vllm
 
-        params = vllm.SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, logprobs=0)
+        params = [vllm.SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, logprobs=0,
+                                      seed=seed) for seed in (seeds or [None] * len(prompts))]
         with self._lock:
             if self.chat:
                 conversations = [[{"role": "user", "content": p}] for p in prompts]

@@ -140,7 +140,8 @@ class CoderStage:
             modules = [events[i].payload for i in chosen]
             prompts = [render_coder_prompt(m.source, self.config.target, style=self.config.prompt) for m in modules]
             version = self.generator.policy_version
-            groups = await self._generate(prompts, 1 if greedy else self.config.group_size, greedy)
+            groups = await self._generate(prompts, 1 if greedy else self.config.group_size, greedy,
+                                          [m.sampling_seed for m in modules])
             for i, module, prompt, group in zip(chosen, modules, prompts, groups):
                 outputs[i] = self._group_events(module, [prompt], [[]], group, version, causation_id=events[i].event_id,
                                                 turn=0)
@@ -151,15 +152,16 @@ class CoderStage:
         n = 1 if module.greedy else self.config.group_size
         return await self._sample(module, [prompt], [[]], n, causation_id=causation_id, turn=0)
 
-    async def _generate(self, prompts: list[str], n: int, greedy: bool) -> list[list[Completion]]:
+    async def _generate(self, prompts: list[str], n: int, greedy: bool,
+                        seeds: list[int | None]) -> list[list[Completion]]:
         cfg = self.config
         return await self.generator.generate(prompts, n, temperature=0.0 if greedy else cfg.temperature,
-                                             top_p=cfg.top_p, max_tokens=cfg.max_tokens)
+                                             top_p=cfg.top_p, max_tokens=cfg.max_tokens, seeds=seeds)
 
     async def _sample(self, module: ModuleAccepted, prompts: list[str], histories: list[list[Attempt]], n: int,
                       *, causation_id: str, turn: int) -> list[Event]:
         version = self.generator.policy_version
-        groups = await self._generate(prompts, n, module.greedy)
+        groups = await self._generate(prompts, n, module.greedy, [module.sampling_seed] * len(prompts))
         return self._group_events(module, prompts, histories, [c for group in groups for c in group], version,
                                   causation_id=causation_id, turn=turn)
 

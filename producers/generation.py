@@ -4,6 +4,11 @@ Contract every backend keeps:
 - `generate` is a coroutine. Backends that compute on the local machine (transformers, vllm) run
   the work in a worker thread, so the event loop that polls the log keeps running.
 - `generate(prompts, n, ...)` returns one list of `n` completions per prompt, in prompt order.
+- `seeds` (optional, one per prompt, None for fresh randomness): a prompt sampled twice with the
+  same seed, temperature and weights gets the same `n` completions, whatever else is in the call
+  (common random numbers: two policies measured on the same draws differ only where they differ).
+  The transformers backend keeps this exactly; vLLM and OpenAI-compatible servers pass the seed on
+  and keep it as far as their batching does.
 - `Completion.logprobs[i]` is the log-probability of `token_ids[i]` under the distribution the
   token was sampled from: log-softmax(logits / temperature) of the unprocessed logits, before
   any top-p or top-k truncation (with top_p = 1, the default, exactly the sampling distribution).
@@ -41,6 +46,7 @@ class Generator(Protocol):
 
     async def generate(
         self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
+        seeds: list[int | None] | None = None,
     ) -> list[list[Completion]]: ...
 
     async def load_weights(self, uri: str, version: int) -> None: ...
@@ -53,12 +59,12 @@ class InProcessGenerator:
 
     async def generate(
         self, prompts: list[str], n: int, *, temperature: float, top_p: float, max_tokens: int,
+        seeds: list[int | None] | None = None,
     ) -> list[list[Completion]]:
         import anyio
 
-        return await anyio.to_thread.run_sync(
-            lambda: self.generate_sync(prompts, n, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
-        )
+        return await anyio.to_thread.run_sync(lambda: self.generate_sync(
+            prompts, n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seeds=seeds))
 
     async def load_weights(self, uri: str, version: int) -> None:
         import anyio

@@ -57,6 +57,9 @@ class ModuleAccepted(Payload, tag="modules.accepted"):
     level: int = 1
     split: Split = "train"
     greedy: bool = False  # a held-out measurement of greedy decoding: one sample at temperature 0, not a group
+    # the Coder samples this module's group with these random numbers (None: fresh ones); a held-out module keeps
+    # its seed in every measurement, so two policy versions are compared on the same draws
+    sampling_seed: int | None = None
 
 
 class ModuleRejected(Payload, tag="modules.rejected"):

@@ -52,6 +52,19 @@ def test_a_module_one_arm_did_not_measure_is_left_out_of_the_pair():
     assert table["a"]["greedy"]["minus_control"]["modules"] == 2
     text = markdown(table, type("Args", (), {"rounds": 1, "modules": 2, "group_size": 4, "heldout": 2})())
     assert "| a: " in text and "| c: " in text and "+1.000" in text
+    assert "pass@4" not in text, "a measure the runs did not record gets no column"
+
+
+def test_pass_at_k_is_paired_and_shown_where_every_run_recorded_it():
+    start = {"sampled": {"0": 0.25, "1": 0.0}, "greedy": {"0": 0.0, "1": 0.0}, "pass@k": {"0": 1.0, "1": 0.0}}
+    a = measured({0: 0.5, 1: 0.25}, {0: 0.0, 1: 0.0}, [0.5])
+    c = measured({0: 0.25, 1: 0.0}, {0: 0.0, 1: 0.0}, [0.5])
+    a["final"]["pass@k"], c["final"]["pass@k"] = {0: 1.0, 1: 1.0}, {0: 1.0, 1: 0.0}
+    table = results(start, {"a": a, "c": c}, 2)
+    assert table["a"]["pass@k"]["start"]["pass_at_1"] == pytest.approx(0.5)
+    assert table["a"]["pass@k"]["minus_control"]["difference"] == pytest.approx(0.5)
+    text = markdown(table, type("Args", (), {"rounds": 1, "modules": 2, "group_size": 4, "heldout": 2})())
+    assert "pass@4, v0 -> end" in text and "+0.500" in text
 
 
 def loop_args(command: str, *options: str):

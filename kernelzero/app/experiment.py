@@ -37,10 +37,12 @@ ARMS = {
     "c": "control: arm a at learning rate 0",
 }
 CONTROL = "c"
-# per held-out row (its index in the rows file) and decoding: the share of its samples judged correct
+MEASURES = ("sampled", "greedy", "pass@k")  # per_module's measures, in the table's order
+# per held-out row (its index in the rows file) and decoding: its samples judged, and how many correct
 PER_MODULE = """
 SELECT regexp_extract(a.module_id, '^heldout-.*-(\\d{4})(-greedy)?$', 1)::INT AS row_index,
-       CASE WHEN s.temperature = 0 THEN 'greedy' ELSE 'sampled' END AS decoding, avg(a.passed::INT) AS pass_rate
+       CASE WHEN s.temperature = 0 THEN 'greedy' ELSE 'sampled' END AS decoding, count(*) AS samples,
+       sum(a.passed::INT) AS correct
 FROM attempts a LEFT JOIN samples s USING (sample_id)
 WHERE a.split = 'heldout' AND a.module_id LIKE ? GROUP BY ALL ORDER BY ALL
 """
@@ -79,13 +81,17 @@ def arm_config(base: Config, arm: str, out: Path) -> Config:
 
 
 def per_module(config: Config, tag: str) -> dict[str, dict[int, float]]:
-    """decoding -> held-out row index -> pass rate, for the measurement named `tag`."""
+    """measure -> held-out row index -> value, for the measurement named `tag`: pass@1 "sampled" (the share of a
+    module's samples judged correct) and "greedy", and "pass@k" of the sampled group (k its size)."""
     from kernelzero.analytics.db import configured_connection
+    from kernelzero.analytics.kernelbench_metrics import pass_at_k
 
-    rates: dict[str, dict[int, float]] = {"sampled": {}, "greedy": {}}
+    rates: dict[str, dict[int, float]] = {measure: {} for measure in MEASURES}
     with configured_connection(config) as con:
-        for index, decoding, rate in con.execute(PER_MODULE, [f"heldout-{tag}-%"]).fetchall():
-            rates[decoding][index] = rate
+        for index, decoding, samples, correct in con.execute(PER_MODULE, [f"heldout-{tag}-%"]).fetchall():
+            rates[decoding][index] = correct / samples
+            if decoding == "sampled":
+                rates["pass@k"][index] = pass_at_k(samples, correct, config.coder.group_size)
     return rates
 
 
@@ -167,7 +173,7 @@ def results(start: dict, arms: dict[str, dict], modules: int) -> dict:
     table = {}
     for arm, measured in arms.items():
         row = {"what": ARMS[arm], "seconds": measured["seconds"]}
-        for decoding in ("sampled", "greedy"):
+        for decoding in (m for m in MEASURES if m in start and m in measured["final"]):
             v0 = {int(k): v for k, v in start[decoding].items()}
             end = {int(k): v for k, v in measured["final"][decoding].items()}
             row[decoding] = {"start": summary_of(v0, modules), "end": summary_of(end, modules)}
@@ -192,19 +198,23 @@ def markdown(table: dict, args) -> str:
     def difference(d: dict | None) -> str:
         return "" if not d or not d.get("modules") else f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
 
+    titles = {"sampled": "held-out pass@1 sampled", "greedy": "greedy", "pass@k": f"pass@{args.group_size}"}
+    shown = [m for m in MEASURES if all(m in row for row in table.values())]
     lines = [f"Rounds {args.rounds}, {args.modules} modules proposed a round, G = {args.group_size}; "
-             f"{args.heldout} held-out modules; pass@1 with Wilson 95% intervals over modules; differences to the "
-             "control paired by module with a 95% bootstrap interval.", "",
-             "| arm | held-out pass@1 sampled, v0 -> end | minus control | greedy, v0 -> end | minus control "
-             "| training pass rate first / lowest / last (samples) | KL to start | seconds |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"{args.heldout} held-out modules, each measurement on the same random draws (a module's sampling seed); "
+             "Wilson 95% intervals over modules; differences to the control paired by module with a 95% bootstrap "
+             "interval.", "",
+             "| arm | " + " | ".join(f"{titles[m]}, v0 -> end | minus control" for m in shown)
+             + " | training pass rate first / lowest / last (samples) | KL to start | seconds |",
+             "|---|" + "---|---|" * len(shown) + "---|---|---|"]
     for arm, row in table.items():
-        s, g, t = row["sampled"], row["greedy"], row["train_pass_rate"]
+        t = row["train_pass_rate"]
         rates = " / ".join("-" if t[k] is None else f"{t[k]:.2f}" for k in ("first", "lowest", "last"))
         kl = "-" if row["kl_to_start_last"] is None else f"{row['kl_to_start_last']:.4f}"
-        lines.append(f"| {arm}: {row['what']} | {interval(s['start'])} -> {interval(s['end'])} | "
-                     f"{difference(s.get('minus_control'))} | {interval(g['start'])} -> {interval(g['end'])} | "
-                     f"{difference(g.get('minus_control'))} | {rates} ({t['samples']}) | {kl} | {row['seconds']:.0f} |")
+        cells = [f"{interval(row[m]['start'])} -> {interval(row[m]['end'])} | {difference(row[m].get('minus_control'))}"
+                 for m in shown]
+        lines.append(f"| {arm}: {row['what']} | " + " | ".join(cells)
+                     + f" | {rates} ({t['samples']}) | {kl} | {row['seconds']:.0f} |")
     return "\n".join(lines) + "\n"
 
 

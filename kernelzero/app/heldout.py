@@ -27,14 +27,18 @@ def add_arguments(parser) -> None:
 
 def heldout_events(rows: Sequence, tag: str, greedy: bool = True) -> list[Event]:
     """Held-out modules.accepted events for rows with `reference` and `apis` (as kernelzero.bootstrap.heldout_judge reads
-    them): one per row for a group sampled at the Coder's temperature, and with `greedy` one more for its greedy answer."""
+    them): one per row for a group sampled at the Coder's temperature, and with `greedy` one more for its greedy answer.
+    A row's sampling seed comes from its reference, so every measurement of it draws the same random numbers."""
+    from kernelzero.kit.heldout_protocol import sampling_seed
+
     events = []
     for index, row in enumerate(rows):
         fingerprint = hashlib.sha256(row.reference.encode()).hexdigest()
         for decoding in ("sampled", "greedy") if greedy else ("sampled",):
             payload = ModuleAccepted(module_id=f"heldout-{tag}-{index:04d}" + ("-greedy" if decoding == "greedy" else ""),
                                      source=row.reference, apis=list(row.apis), fingerprint=fingerprint,
-                                     split="heldout", greedy=decoding == "greedy")
+                                     split="heldout", greedy=decoding == "greedy",
+                                     sampling_seed=sampling_seed(row.reference))
             events.append(make_event(payload, correlation_id=payload.module_id, producer="heldout"))
     return events
 

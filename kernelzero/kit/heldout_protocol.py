@@ -10,6 +10,10 @@ Pass rates carry 95% intervals that stay inside [0, 1] and do not collapse at 0 
 interval over modules (pass@1 of several samples per module is the mean of per-module rates; its
 interval counts modules, not samples, since samples of one module are not independent), and a
 bootstrap over modules for the paired difference of two policies on the same modules.
+
+Every measurement samples a held-out row with the same random numbers (`sampling_seed`, the generation
+contract's seeds): two policies are compared on the same draws (common random numbers), so a policy that
+did not change measures exactly as before, and the paired difference carries only what changed.
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ from kernelzero.schemas import API_SET_SEPARATOR, api_set_key
 MIN_MEMBER_ROWS = 20  # training rows that use each member API of a held-out combination
 MIN_MODULES = 64  # held-out modules a measurement that claims anything needs
 Z95 = 1.959963984540054
+
+
+def sampling_seed(prompt_source: str) -> int:
+    """The seed a held-out row is sampled with in every measurement, from the text its prompt is made of."""
+    return int(hashlib.sha256(prompt_source.encode()).hexdigest()[:15], 16)
 
 
 def _rank(seed: int, combination: str) -> str:

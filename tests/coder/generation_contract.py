@@ -74,6 +74,17 @@ class GenerationContract:
         ratios = on_policy_ratios(subject.reference.model, [c for g in groups for c in g], temperature)
         assert ratios.numel() > 50 and (ratios - 1).abs().max().item() < 1e-3
 
+    async def test_a_seed_fixes_a_prompts_samples_whatever_is_sampled_beside_it(self, subject):
+        options = dict(temperature=1.0, top_p=1.0, max_tokens=16)
+        [alone] = await subject.generator.generate(PROMPTS[:1], 3, seeds=[7], **options)
+        [beside, _] = await subject.generator.generate(PROMPTS, 3, seeds=[7, None], **options)
+        [other] = await subject.generator.generate(PROMPTS[:1], 3, seeds=[8], **options)
+        assert [c.token_ids for c in beside] == [c.token_ids for c in alone]
+        assert [lp for c in beside for lp in c.logprobs] == pytest.approx([lp for c in alone for lp in c.logprobs],
+                                                                          abs=1e-4)
+        assert len({tuple(c.token_ids) for c in alone}) > 1, "the samples of one seed differ from each other"
+        assert [c.token_ids for c in other] != [c.token_ids for c in alone], "another seed, other samples"
+
     async def test_greedy_is_deterministic(self, subject):
         [first] = await subject.generator.generate(PROMPTS[:1], 2, temperature=0.0, top_p=1.0, max_tokens=12)
         [again] = await subject.generator.generate(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=12)

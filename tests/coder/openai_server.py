@@ -38,7 +38,7 @@ def model_answer(generator: Any) -> Answer:
     def answer(body: dict[str, Any]) -> list[dict[str, Any]]:
         [completions] = generator.generate_sync(
             [body["prompt"]], body.get("n", 1), temperature=body.get("temperature", 1.0),
-            top_p=body.get("top_p", 1.0), max_tokens=body.get("max_tokens", 16),
+            top_p=body.get("top_p", 1.0), max_tokens=body.get("max_tokens", 16), seeds=[body.get("seed")],
         )
         return [{
             "index": i, "text": c.text, "finish_reason": c.finish_reason, "token_ids": c.token_ids,

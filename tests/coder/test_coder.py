@@ -220,3 +220,19 @@ async def test_a_poll_of_modules_is_sampled_in_one_generation_per_kind_and_weigh
     old_model, _ = load_model(str(tiny_model_dir), device="cpu")
     for sample in (*outputs[0], *outputs[3]):  # batched beside longer prompts, the log-probs are still the model's own
         assert sample.payload.logprobs == pytest.approx(recomputed_logprobs(old_model, sample.payload), abs=1e-4)
+
+
+async def test_a_held_out_module_draws_the_same_samples_in_every_measurement(tiny_generator):
+    from kernelzero.app.heldout import heldout_events
+    from kernelzero.bootstrap.heldout_judge import HeldOutRow
+
+    rows = [HeldOutRow(prompt="", reference=MODULE.source, apis=MODULE.apis),
+            HeldOutRow(prompt="", reference=MODULE.source.replace("sum(-1)", "sum(0)"), apis=MODULE.apis)]
+    first, later = heldout_events(rows, "v0", greedy=False), heldout_events(rows, "v9", greedy=False)
+    assert [e.payload.sampling_seed for e in first] == [e.payload.sampling_seed for e in later]
+    assert first[0].payload.sampling_seed != first[1].payload.sampling_seed
+    stage = CoderStage(tiny_generator, CONFIG)
+    alone = await stage.handle_many([first[0]])
+    beside = await stage.handle_many([accepted_event(), later[1], later[0]])  # other modules, another order
+    assert [s.payload.token_ids for s in beside[2]] == [s.payload.token_ids for s in alone[0]]
+    assert [s.payload.token_ids for s in beside[0]] != [s.payload.token_ids for s in alone[0]]

@@ -39,6 +39,22 @@ def test_batched_groups_have_sampling_logprobs_that_match_a_forward_pass(tiny_ge
     assert len({tuple(c.token_ids) for c in out[0]}) > 1, "samples of one group differ"
 
 
+@pytest.mark.parametrize("top_p", [1.0, 0.8])
+def test_keyed_gumbel_noise_draws_from_the_tempered_distribution(top_p):
+    from transformers import TopPLogitsWarper
+
+    from kernelzero.producers.backend_transformers import KeyedGumbelSampler, row_key
+
+    logits = torch.tensor([[0.0, 1.0, 2.0, -1.0, 0.5]])
+    draws = 40_000
+    sampler = KeyedGumbelSampler([row_key(3, j) for j in range(draws)], temperature=0.7, top_p=top_p)
+    tokens = sampler(None, logits.expand(draws, -1)).argmax(-1)
+    frequencies = torch.bincount(tokens, minlength=5).double() / draws
+    expected = torch.softmax(TopPLogitsWarper(top_p)(None, logits / 0.7), -1)[0].double()
+    assert (frequencies - expected).abs().max().item() < 0.01
+    assert (frequencies[expected == 0] == 0).all(), "top-p's truncated tokens are never drawn"
+
+
 def test_a_stop_token_ends_the_completion_and_is_kept(tiny_model_dir):
     generator = TransformersGenerator(str(tiny_model_dir), device="cpu")
     greedy_first = generator.generate_sync(PROMPTS[:1], 1, temperature=0.0, top_p=1.0, max_tokens=4)[0][0].token_ids[0]

@@ -65,7 +65,7 @@ CREATE TABLE IF NOT EXISTS evaluations (
     level INTEGER,
     group_size INTEGER,
     turn INTEGER,  -- the sample's repair turn (0: a first answer)
-    split VARCHAR,  -- train, or heldout: evaluation only (schemas.Split)
+    split VARCHAR,  -- train, or heldout / probe: evaluation only (schemas.Split)
     policy_version INTEGER,
     produced_at TIMESTAMPTZ,
     producer VARCHAR,

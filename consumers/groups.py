@@ -9,7 +9,7 @@ Rules:
   It closes when all have arrived, or `group_deadline_s` after its first result: then it is
   scored as `partial` when it holds at least `min_group_results` results, else dropped
   (counted under `partial_group_too_small`).
-- Held-out samples (split "heldout") are evaluation only: ignored, counted under `heldout`.
+- Held-out and probe samples (split "heldout" or "probe") are evaluation only: ignored, counted under `heldout`.
 - Duplicates (at-least-once delivery) are ignored by sample_id; a result for a group that
   already closed is counted under `late_result` and ignored.
 - A sample that cannot be trained on (no token ids, log-probabilities that do not match the

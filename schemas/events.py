@@ -20,8 +20,9 @@ VERDICTS: tuple[str, ...] = get_args(Verdict)  # the one list of verdicts, in th
 UNCHARGED_VERDICTS: tuple[str, ...] = ("evaluator_error", "problem_error")
 Role = Literal["coder", "proposer"]
 # "heldout": a module (and its samples) for evaluation only: answered and judged like any, never trained on,
-# never counted by the frontier (held-out pass rates: analytics' heldout_curve view)
-Split = Literal["train", "heldout"]
+# never counted by the frontier (held-out pass rates: analytics' heldout_curve view). "probe": the same for a module
+# of the training distribution, measuring what training keeps (`kernelzero experiment`)
+Split = Literal["train", "heldout", "probe"]
 API_SET_SEPARATOR = " + "  # an API set as one string (analytics' api_set, [proposer] exclude_sets)
 
 

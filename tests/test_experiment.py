@@ -55,6 +55,18 @@ def test_a_module_one_arm_did_not_measure_is_left_out_of_the_pair():
     assert "pass@4" not in text, "a measure the runs did not record gets no column"
 
 
+def test_the_probe_of_training_rows_is_shown_at_every_measurement():
+    start = {"sampled": {"0": 0.5}, "greedy": {"0": 1.0}, "probe": {"0": 0.75, "1": 0.25}}
+    arm = measured({0: 0.5}, {0: 1.0}, [0.5])
+    arm["measured"] = {"r4": {"probe": {"0": 0.25, "1": 0.25}}, "r8": {"probe": {"0": 0.5, "1": 0.5}}}
+    arm["final"]["probe"] = arm["measured"]["r8"]["probe"]
+    table = results(start, {"a": arm}, 2)
+    assert table["a"]["probe_by_measurement"] == {"v0": 0.5, "r4": 0.25, "r8": 0.5}
+    assert table["a"]["probe"]["end"]["pass_at_1"] == pytest.approx(0.5)
+    text = markdown(table, type("Args", (), {"rounds": 1, "modules": 2, "group_size": 4, "heldout": 2})())
+    assert "a: 0.500 (v0), 0.250 (r4), 0.500 (r8)" in text
+
+
 def test_pass_at_k_is_paired_and_shown_where_every_run_recorded_it():
     start = {"sampled": {"0": 0.25, "1": 0.0}, "greedy": {"0": 0.0, "1": 0.0}, "pass@k": {"0": 1.0, "1": 0.0}}
     a = measured({0: 0.5, 1: 0.25}, {0: 0.0, 1: 0.0}, [0.5])
@@ -115,3 +127,39 @@ def test_a_bad_loop_option_exits_2_naming_it_before_anything_runs(tmp_path, caps
     assert cli_main([command, "--out", str(out), *options]) == 2
     assert named in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_per_module_reads_held_out_greedy_pass_at_k_and_probe_rows_of_one_measurement(tmp_path):
+    import msgspec
+
+    from kernelzero.app.experiment import per_module
+    from kernelzero.schemas import make_event
+    from tests.analytics.helpers import evaluation, module, publish_events, sample
+
+    config = Config()
+    config.log.url, config.analytics.db = f"embedded:{tmp_path / 'log.sqlite'}", str(tmp_path / "a.duckdb")
+    config.coder.group_size = 2
+
+    def answered(module_id: str, split: str, verdicts: list[str], temperature: float = 1.0):
+        accepted = module(module_id, ["torch.relu"])
+        events = [make_event(msgspec.structs.replace(accepted.payload, split=split), correlation_id=module_id,
+                             producer="heldout")]
+        for i, verdict in enumerate(verdicts):
+            made, judged = sample(f"{module_id}-{i}", module_id), evaluation(f"{module_id}-{i}", module_id, [], verdict)
+            events += [make_event(msgspec.structs.replace(made.payload, split=split, temperature=temperature),
+                                  correlation_id=module_id, producer="coder", policy_version=1),
+                       make_event(msgspec.structs.replace(judged.payload, split=split), correlation_id=module_id,
+                                  producer="evaluator", policy_version=1)]
+        return events
+
+    publish_events(config.log.url, [
+        *answered("heldout-v0-0000", "heldout", ["correct", "incorrect"]),
+        *answered("heldout-v0-0000-greedy", "heldout", ["correct"], temperature=0.0),
+        *answered("heldout-v0-0001", "heldout", ["incorrect", "incorrect"]),
+        *answered("heldout-r8-0000", "heldout", ["correct", "correct"]),  # another measurement
+        *answered("probe-v0-0003", "probe", ["correct", "correct"]),
+        *answered("m-train", "train", ["correct", "correct"]),
+    ])
+    rates = per_module(config, "v0")
+    assert rates["sampled"] == {0: 0.5, 1: 0.0} and rates["greedy"] == {0: 1.0}
+    assert rates["pass@k"] == {0: 1.0, 1: 0.0} and rates["probe"] == {3: 1.0}

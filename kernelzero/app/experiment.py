@@ -9,8 +9,11 @@ SFT, cached) in a run directory of its own (embedded log, analytics, checkpoints
 `--modules` proposed modules with `--group-size` samples each. Version 0 is the same policy in every arm, so the
 held-out modules (kernelzero/kit/heldout_protocol.py) are measured at version 0 once, in `start/`; each arm
 measures them again every `--measure-every` rounds and at its end: pass@1 sampled at the Coder's temperature
-(group-size samples a module) and greedy, with Wilson intervals over modules; and at the end the per-module paired
-difference of each arm against the control, with a bootstrap interval over modules. An arm whose directory holds
+(group-size samples a module), greedy, and pass@k of the sampled group, with Wilson intervals over modules; and at the
+end the per-module paired difference of each arm against the control, with a bootstrap interval over modules. Every
+measurement draws a module's samples with the same random numbers (its sampling seed). Beside them, as many
+training rows (split "probe", spread over the SFT's training file) are measured the same way: what an arm's training
+keeps of what SFT built, on the same modules at every measurement. An arm whose directory holds
 arm.json is read back instead of run again; an arm stopped midway continues after the last round or held-out step it
 finished (kernelzero/app/journal.py), so the experiment can run in pieces (`timeout 590 kernelzero experiment --out
 DIR` again and again) with the same arguments (--arms aside: arms can be added to a finished experiment).
@@ -37,14 +40,14 @@ ARMS = {
     "c": "control: arm a at learning rate 0",
 }
 CONTROL = "c"
-MEASURES = ("sampled", "greedy", "pass@k")  # per_module's measures, in the table's order
-# per held-out row (its index in the rows file) and decoding: its samples judged, and how many correct
+MEASURES = ("sampled", "greedy", "pass@k", "probe")  # per_module's measures, in the table's order
+# per measured row (its index in its rows file), split and decoding: its samples judged, and how many correct
 PER_MODULE = """
-SELECT regexp_extract(a.module_id, '^heldout-.*-(\\d{4})(-greedy)?$', 1)::INT AS row_index,
+SELECT a.split, regexp_extract(a.module_id, '-(\\d{4})(-greedy)?$', 1)::INT AS row_index,
        CASE WHEN s.temperature = 0 THEN 'greedy' ELSE 'sampled' END AS decoding, count(*) AS samples,
        sum(a.passed::INT) AS correct
 FROM attempts a LEFT JOIN samples s USING (sample_id)
-WHERE a.split = 'heldout' AND a.module_id LIKE ? GROUP BY ALL ORDER BY ALL
+WHERE a.split IN ('heldout', 'probe') AND a.module_id LIKE a.split || '-' || ? || '-%' GROUP BY ALL ORDER BY ALL
 """
 CURVE = {"curve": "SELECT * FROM learning_curve",
          "verdicts": "SELECT policy_version, verdict, count(*) AS samples FROM attempts WHERE split = 'train' "
@@ -81,14 +84,18 @@ def arm_config(base: Config, arm: str, out: Path) -> Config:
 
 
 def per_module(config: Config, tag: str) -> dict[str, dict[int, float]]:
-    """measure -> held-out row index -> value, for the measurement named `tag`: pass@1 "sampled" (the share of a
-    module's samples judged correct) and "greedy", and "pass@k" of the sampled group (k its size)."""
+    """measure -> row index -> value, for the measurement named `tag`: on the held-out rows pass@1 "sampled" (the share
+    of a module's samples judged correct) and "greedy", and "pass@k" of the sampled group (k its size); "probe", pass@1
+    sampled on the training rows measured beside them."""
     from kernelzero.analytics.db import configured_connection
     from kernelzero.analytics.kernelbench_metrics import pass_at_k
 
     rates: dict[str, dict[int, float]] = {measure: {} for measure in MEASURES}
     with configured_connection(config) as con:
-        for index, decoding, samples, correct in con.execute(PER_MODULE, [f"heldout-{tag}-%"]).fetchall():
+        for split, index, decoding, samples, correct in con.execute(PER_MODULE, [tag]).fetchall():
+            if split == "probe":
+                rates["probe"][index] = correct / samples
+                continue
             rates[decoding][index] = correct / samples
             if decoding == "sampled":
                 rates["pass@k"][index] = pass_at_k(samples, correct, config.coder.group_size)
@@ -124,7 +131,27 @@ def journal_in(out: Path) -> Journal:
     return Journal(out)
 
 
-def run_arm(console, base: Config, arm: str, out: Path, rows: Path, args, started: float) -> dict:
+def probe_rows(train_rows: Path, out: Path, count: int) -> Path:
+    """out/probe_rows.jsonl: `count` rows spread evenly over the SFT's training rows (written once)."""
+    path = out / "probe_rows.jsonl"
+    if not path.exists():
+        lines = [line for line in train_rows.read_text().splitlines() if line.strip()]
+        stride = max(1, len(lines) // count)
+        path.write_text("\n".join(lines[::stride][:count]) + "\n")
+    return path
+
+
+def measure(console, journal: Journal, config: Config, rows: tuple[Path, Path], args, tag: str, started: float) -> int:
+    """The probe's training rows and the held-out rows answered by the current policy, judged and projected."""
+    from kernelzero.app.heldout import publish_heldout
+
+    heldout, probe = rows
+    code = journal.run(f"publish probe {tag}", lambda: publish_heldout(config, probe, args.heldout, tag, greedy=False,
+                                                                       split="probe"))
+    return code or measure_heldout(console, journal, config, heldout, args.heldout, tag, started)
+
+
+def run_arm(console, base: Config, arm: str, out: Path, rows: tuple[Path, Path], args, started: float) -> dict:
     """One arm's rounds and measurements in `out`, continued where it stopped; what it measured (also out/arm.json)."""
     done = out / "arm.json"
     if done.exists():
@@ -143,16 +170,17 @@ def run_arm(console, base: Config, arm: str, out: Path, rows: Path, args, starte
         measure = number == args.rounds or number % max(1, args.measure_every) == 0
         if not code and measure:
             tags.append(f"r{number}")
-            code = measure_heldout(console, journal, config, rows, args.heldout, tags[-1], started)
+            code = measure(console, journal, config, rows, args, tags[-1], started)
         if code:
             raise RuntimeError(f"arm {arm}: round {number} failed (exit {code}); see the messages above")
+    measured = {tag: per_module(config, tag) for tag in tags}
     result = {"arm": arm, "what": ARMS[arm], "seconds": round(time.monotonic() - arm_started, 1),
-              "final": per_module(config, tags[-1]), **summarize(config, CURVE)}
+              "final": measured[tags[-1]], "measured": measured, **summarize(config, CURVE)}
     done.write_text(json.dumps(result, indent=2, default=str))
     return result
 
 
-def measure_start(console, base: Config, out: Path, rows: Path, args, started: float) -> dict:
+def measure_start(console, base: Config, out: Path, rows: tuple[Path, Path], args, started: float) -> dict:
     """Version 0 on the held-out modules, once for every arm (read back when out/start.json exists)."""
     done = out / "start.json"
     if done.exists():
@@ -160,7 +188,7 @@ def measure_start(console, base: Config, out: Path, rows: Path, args, started: f
     journal = journal_in(out / "start")
     config = pointed_at(base, out / "start")
     (out / "start" / "kernelzero.toml").write_text(dump_config(config))
-    code = measure_heldout(console, journal, config, rows, args.heldout, "v0", started)
+    code = measure(console, journal, config, rows, args, "v0", started)
     if code:
         raise RuntimeError(f"the version-0 measurement failed (exit {code})")
     result = per_module(config, "v0")
@@ -185,6 +213,8 @@ def results(start: dict, arms: dict[str, dict], modules: int) -> dict:
                                   "lowest": min((r["train_pass_rate"] for r in curve), default=None),
                                   "last": curve[-1]["train_pass_rate"] if curve else None,
                                   "samples": sum(r["train_samples"] for r in curve)}
+        row["probe_by_measurement"] = {tag: summary_of(m["probe"], modules)["pass_at_1"]
+                                       for tag, m in {"v0": start, **measured.get("measured", {})}.items() if m.get("probe")}
         row["kl_to_start_last"] = next((r["kl_to_start"] for r in reversed(measured["curve"])
                                         if r.get("kl_to_start") is not None), None)
         table[arm] = row
@@ -198,7 +228,8 @@ def markdown(table: dict, args) -> str:
     def difference(d: dict | None) -> str:
         return "" if not d or not d.get("modules") else f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
 
-    titles = {"sampled": "held-out pass@1 sampled", "greedy": "greedy", "pass@k": f"pass@{args.group_size}"}
+    titles = {"sampled": "held-out pass@1 sampled", "greedy": "greedy", "pass@k": f"pass@{args.group_size}",
+              "probe": "training rows' pass@1 sampled"}
     shown = [m for m in MEASURES if all(m in row for row in table.values())]
     lines = [f"Rounds {args.rounds}, {args.modules} modules proposed a round, G = {args.group_size}; "
              f"{args.heldout} held-out modules, each measurement on the same random draws (a module's sampling seed); "
@@ -215,6 +246,10 @@ def markdown(table: dict, args) -> str:
                  for m in shown]
         lines.append(f"| {arm}: {row['what']} | " + " | ".join(cells)
                      + f" | {rates} ({t['samples']}) | {kl} | {row['seconds']:.0f} |")
+    probes = [f"{arm}: " + ", ".join(f"{rate:.3f} ({tag})" for tag, rate in row["probe_by_measurement"].items())
+              for arm, row in table.items() if row.get("probe_by_measurement")]
+    if probes:
+        lines += ["", "Training rows' pass@1 sampled at each measurement (the same rows and draws): " + "; ".join(probes)]
     return "\n".join(lines) + "\n"
 
 
@@ -279,12 +314,13 @@ def main(args, config: Config) -> int:
     started = time.monotonic()
     if (boot := warm_start(console, base, args, Plan(), started, out)) is None:
         return 2
-    rows = Path(boot.distill_dir) / "coder_heldout.jsonl"
-    available = sum(1 for line in rows.read_text().splitlines() if line.strip())
+    heldout = Path(boot.distill_dir) / "coder_heldout.jsonl"
+    available = sum(1 for line in heldout.read_text().splitlines() if line.strip())
     if available < args.heldout:
         console.print(f"[red]only {available} held-out modules were distilled, {args.heldout} asked for: "
                       "distill more (--distill)[/red]")
         return 2
+    rows = (heldout, probe_rows(Path(boot.distill_dir) / "coder_train.jsonl", out, args.heldout))
     start = measure_start(console, base, out, rows, args, started)
     measured = {arm: run_arm(console, base, arm, out / f"arm-{arm}", rows, args, started) for arm in arms}
     table = results(start, measured, args.heldout)

@@ -15,6 +15,7 @@ import time
 from typing import Sequence
 
 from kernelzero.schemas import Event, ModuleAccepted, make_event
+from kernelzero.schemas.events import Split
 
 
 def add_arguments(parser) -> None:
@@ -25,26 +26,29 @@ def add_arguments(parser) -> None:
                         help="only the sampled group per module, not its greedy answer too")
 
 
-def heldout_events(rows: Sequence, tag: str, greedy: bool = True) -> list[Event]:
-    """Held-out modules.accepted events for rows with `reference` and `apis` (as kernelzero.bootstrap.heldout_judge reads
-    them): one per row for a group sampled at the Coder's temperature, and with `greedy` one more for its greedy answer.
-    A row's sampling seed comes from its reference, so every measurement of it draws the same random numbers."""
+def heldout_events(rows: Sequence, tag: str, greedy: bool = True, split: Split = "heldout") -> list[Event]:
+    """Evaluation-only modules.accepted events (`split` "heldout", or "probe" for training rows) for rows with
+    `reference` and `apis` (as kernelzero.bootstrap.heldout_judge reads them): one per row for a group sampled at the
+    Coder's temperature, and with `greedy` one more for its greedy answer. A row's sampling seed comes from its
+    reference, so every measurement of it draws the same random numbers."""
     from kernelzero.kit.heldout_protocol import sampling_seed
 
     events = []
     for index, row in enumerate(rows):
         fingerprint = hashlib.sha256(row.reference.encode()).hexdigest()
         for decoding in ("sampled", "greedy") if greedy else ("sampled",):
-            payload = ModuleAccepted(module_id=f"heldout-{tag}-{index:04d}" + ("-greedy" if decoding == "greedy" else ""),
+            payload = ModuleAccepted(module_id=f"{split}-{tag}-{index:04d}" + ("-greedy" if decoding == "greedy" else ""),
                                      source=row.reference, apis=list(row.apis), fingerprint=fingerprint,
-                                     split="heldout", greedy=decoding == "greedy",
+                                     split=split, greedy=decoding == "greedy",
                                      sampling_seed=sampling_seed(row.reference))
             events.append(make_event(payload, correlation_id=payload.module_id, producer="heldout"))
     return events
 
 
-def publish_heldout(config, rows_path, limit: int | None, tag: str, greedy: bool = True) -> int:
-    """Put the first `limit` rows of `rows_path` on the configured log under `tag`; 0, or 2 with a message."""
+def publish_heldout(config, rows_path, limit: int | None, tag: str, greedy: bool = True,
+                    split: Split = "heldout") -> int:
+    """Put the first `limit` rows of `rows_path` on the configured log under `tag` (heldout_events); 0, or 2 with a
+    message."""
     from kernelzero.bootstrap.heldout_judge import read_heldout
     from kernelzero.stage import publish_to
 
@@ -56,9 +60,9 @@ def publish_heldout(config, rows_path, limit: int | None, tag: str, greedy: bool
     if not rows or not all(row.reference for row in rows):
         print(f"kernelzero heldout: {rows_path} holds no rows with a reference module", file=sys.stderr)
         return 2
-    events = heldout_events(rows, tag, greedy=greedy)
+    events = heldout_events(rows, tag, greedy=greedy, split=split)
     publish_to(config.log.url, events, producer_name="heldout")
-    print(f"published {len(events)} held-out modules to {config.log.url}")
+    print(f"published {len(events)} {'held-out' if split == 'heldout' else split} modules to {config.log.url}")
     return 0
 
 

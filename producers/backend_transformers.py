@@ -1,9 +1,9 @@
 """Generation with Hugging Face transformers on a local model (CPU or GPU): left-padded batches, sampling log-probabilities, LoRA via peft; no continuous batching.
 
-Sampling is the Gumbel-max trick inside greedy decoding: a logits processor scales the logits by
-the temperature, truncates to top-p, and adds Gumbel noise that is a hash of the row's key, the step
-and the token, so a row's draws depend on its key alone, never on the rest of the batch (the
-generation contract's seeds). Log-probabilities come from the very logits each token was sampled
+Sampling happens inside greedy decoding: a logits processor scales the logits by the temperature,
+truncates to top-p and keeps only the token where the distribution function first exceeds a uniform
+number that is a hash of the row's key and the step, so a row's draws depend on its key alone, never
+on the rest of the batch (the generation contract's seeds). Log-probabilities come from the very logits each token was sampled
 from: a processor that runs first records log-softmax(logits / temperature), the contract's
 convention, and gathers the chosen token's entry one step later. This costs one [batch, vocab]
 buffer instead of the [steps, batch, vocab] that `output_logits=True` would keep.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 import random
 import threading
 from typing import Any
@@ -61,37 +62,38 @@ def _mix32(x: Any) -> Any:
 
 
 def row_key(seed: int, index: int) -> int:
-    """The 32-bit noise key of sample `index` drawn with `seed`."""
+    """The 32-bit key of sample `index` drawn with `seed`."""
     return int.from_bytes(hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=4).digest(), "little")
 
 
-class KeyedGumbelSampler:
-    """A logits processor that makes greedy decoding draw from softmax(logits / temperature) (top-p truncated): each
-    row adds Gumbel noise that is a function of its key, the step and the token only."""
+class KeyedSampler:
+    """A logits processor that makes greedy decoding draw from softmax(logits / temperature) (top-p truncated) by the
+    inverse of its distribution function at one uniform number a row and step, a function of the row's key and the
+    step only; the drawn token keeps score 0, every other -inf."""
 
     def __init__(self, keys: list[int], temperature: float, top_p: float) -> None:
         self.keys, self.temperature, self.top_p = keys, temperature, top_p
         self.step = 0
 
-    def noise(self, vocab: int, device: Any) -> Any:
+    def uniforms(self, device: Any) -> Any:
         import torch
 
-        keys = torch.tensor(self.keys, dtype=torch.int64, device=device)[:, None]
-        tokens = torch.arange(vocab, dtype=torch.int64, device=device)[None, :]
+        keys = torch.tensor(self.keys, dtype=torch.int64, device=device)
         step = _mix32(torch.tensor(self.step, dtype=torch.int64, device=device))
-        bits = _mix32((_mix32(keys ^ step) + (tokens * 0x9E3779B1 & _MASK32)) & _MASK32)
-        uniform = (bits.double() + 0.5) / 2.0 ** 32
-        return -torch.log(-torch.log(uniform))
+        return (_mix32(_mix32(keys ^ step)).double() + 0.5) / 2.0 ** 32
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
         from transformers import TopPLogitsWarper
 
         scores = scores.float() / self.temperature
         if self.top_p < 1.0:
             scores = TopPLogitsWarper(self.top_p)(input_ids, scores)
-        noisy = scores + self.noise(scores.shape[-1], scores.device).to(scores.dtype)
+        cumulative = torch.softmax(scores, dim=-1).double().cumsum(-1)
+        target = self.uniforms(scores.device) * cumulative[:, -1]
+        tokens = torch.searchsorted(cumulative, target[:, None], right=True).clamp(max=scores.shape[-1] - 1)
         self.step += 1
-        return noisy
+        return torch.full_like(scores, -math.inf).scatter_(1, tokens, 0.0)
 
 
 class TransformersGenerator(InProcessGenerator):
@@ -178,7 +180,7 @@ class TransformersGenerator(InProcessGenerator):
                 fresh = random.Random(self._seed * 1_000_003 + self._calls)
                 chosen = [fresh.getrandbits(63) if s is None else s for s in (seeds or [None] * len(prompts))]
                 keys = [row_key(seed, j) for seed in chosen for j in range(n)]
-                processors.append(KeyedGumbelSampler(keys, temperature, top_p))
+                processors.append(KeyedSampler(keys, temperature, top_p))
             with torch.inference_mode():
                 sequences = self.model.generate(
                     input_ids=input_ids, attention_mask=attention_mask,
@@ -196,7 +198,7 @@ class TransformersGenerator(InProcessGenerator):
 
         # Every knob is explicit: generate() otherwise fills "default" values (top_k=50, a model's
         # repetition_penalty) from the checkpoint's generation_config.json behind our back. Decoding is
-        # greedy: sampling is KeyedGumbelSampler's noise.
+        # greedy: KeyedSampler draws the tokens.
         return GenerationConfig(
             do_sample=False, repetition_penalty=1.0, max_new_tokens=max_tokens, min_new_tokens=0,
             eos_token_id=None if self.ignore_eos else self._stop_ids, pad_token_id=self.tokenizer.pad_token_id,

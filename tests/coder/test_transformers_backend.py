@@ -40,14 +40,14 @@ def test_batched_groups_have_sampling_logprobs_that_match_a_forward_pass(tiny_ge
 
 
 @pytest.mark.parametrize("top_p", [1.0, 0.8])
-def test_keyed_gumbel_noise_draws_from_the_tempered_distribution(top_p):
+def test_keyed_draws_follow_the_tempered_distribution(top_p):
     from transformers import TopPLogitsWarper
 
-    from kernelzero.producers.backend_transformers import KeyedGumbelSampler, row_key
+    from kernelzero.producers.backend_transformers import KeyedSampler, row_key
 
     logits = torch.tensor([[0.0, 1.0, 2.0, -1.0, 0.5]])
     draws = 40_000
-    sampler = KeyedGumbelSampler([row_key(3, j) for j in range(draws)], temperature=0.7, top_p=top_p)
+    sampler = KeyedSampler([row_key(3, j) for j in range(draws)], temperature=0.7, top_p=top_p)
     tokens = sampler(None, logits.expand(draws, -1)).argmax(-1)
     frequencies = torch.bincount(tokens, minlength=5).double() / draws
     expected = torch.softmax(TopPLogitsWarper(top_p)(None, logits / 0.7), -1)[0].double()

@@ -163,3 +163,34 @@ def test_per_module_reads_held_out_greedy_pass_at_k_and_probe_rows_of_one_measur
     rates = per_module(config, "v0")
     assert rates["sampled"] == {0: 0.5, 1: 0.0} and rates["greedy"] == {0: 1.0}
     assert rates["pass@k"] == {0: 1.0, 1: 0.0} and rates["probe"] == {3: 1.0}
+
+
+def test_an_arm_measures_every_few_rounds_and_at_its_end_and_continues_where_it_stopped(tmp_path, monkeypatch):
+    """The schedule alone: rounds and measurements are recorded calls here (the loop itself: tests/test_demo.py)."""
+    import argparse
+
+    from kernelzero.app import experiment
+
+    calls = []
+
+    def stages(console, roles, config, label, started):
+        calls.append(label)
+        return 0
+
+    def measured(console, journal, config, rows, args, tag, started):
+        return journal.run(f"measure {tag}", lambda: calls.append(f"measure {tag}") or 0)
+
+    monkeypatch.setattr(experiment, "run_stages", stages)
+    monkeypatch.setattr(experiment, "measure", measured)
+    monkeypatch.setattr(experiment, "per_module", lambda config, tag: {"probe": {0: float(tag[1:])}})
+    monkeypatch.setattr(experiment, "summarize", lambda config, queries: {"curve": [], "verdicts": []})
+    console = type("Console", (), {"print": lambda self, *a: None})()
+    args = argparse.Namespace(rounds=5, measure_every=2)
+    journal = experiment.journal_in(tmp_path / "arm-a")
+    journal.run("round 1", lambda: 0)  # a run stopped after its first round
+    result = experiment.run_arm(console, Config(), "a", tmp_path / "arm-a", (tmp_path, tmp_path), args, 0.0)
+    assert calls == ["arm a: round 2/5", "measure r2", "arm a: round 3/5", "arm a: round 4/5", "measure r4",
+                     "arm a: round 5/5", "measure r5"]
+    assert list(result["measured"]) == ["r2", "r4", "r5"] and result["final"] == {"probe": {0: 5.0}}
+    assert experiment.run_arm(console, Config(), "a", tmp_path / "arm-a", (tmp_path, tmp_path), args, 0.0)["final"] \
+        == {"probe": {"0": 5.0}}, "a finished arm is read back"

@@ -167,8 +167,8 @@ def run_arm(console, base: Config, arm: str, out: Path, rows: tuple[Path, Path],
     for number in range(1, args.rounds + 1):
         code = journal.run(f"round {number}", lambda: run_stages(
             console, STAGES, config, f"arm {arm}: round {number}/{args.rounds}", started))
-        measure = number == args.rounds or number % max(1, args.measure_every) == 0
-        if not code and measure:
+        measuring = number == args.rounds or number % max(1, args.measure_every) == 0
+        if not code and measuring:
             tags.append(f"r{number}")
             code = measure(console, journal, config, rows, args, tags[-1], started)
         if code:

@@ -89,6 +89,16 @@ def loop_args(command: str, *options: str):
     return parser.parse_args(list(options))
 
 
+def test_the_loop_samples_and_trains_in_float32_unless_told_otherwise(tmp_path):
+    from kernelzero.app.demo import loop_config
+
+    config = loop_config(Config(), tmp_path, loop_args("experiment", "--device", "cuda"))
+    assert config.coder.dtype == config.proposer.dtype == config.trainer.dtype == "float32"
+    chosen = Config()
+    chosen.coder.dtype = "bfloat16"
+    assert loop_config(chosen, tmp_path, loop_args("demo")).coder.dtype == "bfloat16"
+
+
 def test_the_trust_region_and_learning_rate_are_the_commands_options(tmp_path):
     from kernelzero.app.demo import loop_config
 

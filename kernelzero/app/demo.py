@@ -117,6 +117,11 @@ def loop_config(config: Config, out: Path, args) -> Config:
         config.evaluator.workers_per_gpu = max(1, (os.cpu_count() or 1) - 1)
     for section in (config.coder, config.proposer):
         section.backend, section.device, section.prompt = "transformers", args.device, "compact"
+    # models of a few million parameters cost no more in float32 on a GPU, and a held-out row's seeded samples come out
+    # the same whatever the batch only there (bench/common_draws.py, H100: 244 of 256 identical, bfloat16 0 of 256);
+    # the trainer scores the samples in the dtype they were drawn in
+    for section in (config.coder, config.proposer, config.trainer):
+        section.dtype = "float32" if section.dtype == "auto" else section.dtype
     config.coder.group_size = args.group_size
     # a poll's modules are sampled in one generation per kind: a held-out measurement's modules (sampled and greedy)
     # in one poll, 13.8 s for 32 rows where polls of 4 took 33.6 s (docs/BENCHMARKS.md)

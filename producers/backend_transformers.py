@@ -2,9 +2,10 @@
 
 Sampling happens inside greedy decoding: a logits processor scales the logits by the temperature,
 truncates to top-p and keeps only the token where the distribution function first exceeds a uniform
-number that is a hash of the row's key and the step, so a row's draws depend on its key alone, never
-on the rest of the batch (the generation contract's seeds). Log-probabilities come from the very logits each token was sampled
-from: a processor that runs first records log-softmax(logits / temperature), the contract's
+number that is a hash of the row's key and the step, so a row's draws depend on its key alone (the
+generation contract's seeds), not on the rest of the batch, except through the arithmetic of a batch
+of another shape (bench/common_draws.py). Log-probabilities come from the very logits each token was
+sampled from: a processor that runs first records log-softmax(logits / temperature), the contract's
 convention, and gathers the chosen token's entry one step later. This costs one [batch, vocab]
 buffer instead of the [steps, batch, vocab] that `output_logits=True` would keep.
 """

@@ -7,8 +7,9 @@ Contract every backend keeps:
 - `seeds` (optional, one per prompt, None for fresh randomness): a prompt sampled twice with the
   same seed, temperature and weights gets the same `n` completions, whatever else is in the call
   (common random numbers: two policies measured on the same draws differ only where they differ).
-  The transformers backend keeps this exactly; vLLM and OpenAI-compatible servers pass the seed on
-  and keep it as far as their batching does.
+  The transformers backend keeps it up to the arithmetic of batches of other shapes (float32: about 95%
+  of samples identical, bfloat16: none; bench/common_draws.py); vLLM and OpenAI-compatible servers get
+  the seed and keep it as far as their batching does.
 - `Completion.logprobs[i]` is the log-probability of `token_ids[i]` under the distribution the
   token was sampled from: log-softmax(logits / temperature) of the unprocessed logits, before
   any top-p or top-k truncation (with top_p = 1, the default, exactly the sampling distribution).

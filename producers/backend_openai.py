@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from kernelzero.producers.generation import Completion, GenerationError, uri_to_path
+from kernelzero.producers.generation import Completion, GenerationError, seeds_per_prompt, uri_to_path
 
 try:
     import httpx2 as httpx
@@ -121,7 +121,7 @@ class OpenAIGenerator:
     ) -> list[list[Completion]]:
         results: list[list[Completion]] = [[] for _ in prompts]
         errors: list[GenerationError] = []
-        chosen = seeds or [None] * len(prompts)
+        chosen = seeds_per_prompt(seeds, prompts)
 
         async def one(index: int, prompt: str) -> None:
             try:

@@ -20,7 +20,8 @@ import threading
 from typing import Any
 
 from kernelzero.kit.models import attach_adapter, is_adapter_dir, load_model
-from kernelzero.producers.generation import Completion, GenerationError, InProcessGenerator, uri_to_path
+from kernelzero.producers.generation import (Completion, GenerationError, InProcessGenerator, seeds_per_prompt,
+                                              uri_to_path)
 
 
 class SampledLogprobRecorder:
@@ -75,13 +76,15 @@ class KeyedSampler:
     def __init__(self, keys: list[int], temperature: float, top_p: float) -> None:
         self.keys, self.temperature, self.top_p = keys, temperature, top_p
         self.step = 0
+        self._keys: Any = None  # `keys` on the logits' device, made at the first step
 
     def uniforms(self, device: Any) -> Any:
         import torch
 
-        keys = torch.tensor(self.keys, dtype=torch.int64, device=device)
+        if self._keys is None:
+            self._keys = torch.tensor(self.keys, dtype=torch.int64, device=device)
         step = _mix32(torch.tensor(self.step, dtype=torch.int64, device=device))
-        return (_mix32(_mix32(keys ^ step)).double() + 0.5) / 2.0 ** 32
+        return (_mix32(_mix32(self._keys ^ step)).double() + 0.5) / 2.0 ** 32
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
@@ -179,7 +182,7 @@ class TransformersGenerator(InProcessGenerator):
             self._calls += 1
             if temperature > 0:
                 fresh = random.Random(self._seed * 1_000_003 + self._calls)
-                chosen = [fresh.getrandbits(63) if s is None else s for s in (seeds or [None] * len(prompts))]
+                chosen = [fresh.getrandbits(63) if s is None else s for s in seeds_per_prompt(seeds, prompts)]
                 keys = [row_key(seed, j) for seed in chosen for j in range(n)]
                 processors.append(KeyedSampler(keys, temperature, top_p))
             with torch.inference_mode():

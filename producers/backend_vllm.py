@@ -16,7 +16,8 @@ import threading
 from typing import Any
 
 from kernelzero.kit.models import is_adapter_dir, resolve_model_dir
-from kernelzero.producers.generation import Completion, GenerationError, InProcessGenerator, uri_to_path
+from kernelzero.producers.generation import (Completion, GenerationError, InProcessGenerator, seeds_per_prompt,
+                                              uri_to_path)
 
 MAX_LORA_RANK = 64
 
@@ -67,7 +68,7 @@ class VLLMGenerator(InProcessGenerator):
         import vllm
 
         params = [vllm.SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, logprobs=0,
-                                      seed=seed) for seed in (seeds or [None] * len(prompts))]
+                                      seed=seed) for seed in seeds_per_prompt(seeds, prompts)]
         with self._lock:
             if self.chat:
                 conversations = [[{"role": "user", "content": p}] for p in prompts]

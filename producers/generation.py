@@ -73,6 +73,11 @@ class InProcessGenerator:
         await anyio.to_thread.run_sync(lambda: self.load_weights_sync(uri, version))
 
 
+def seeds_per_prompt(seeds: list[int | None] | None, prompts: list[str]) -> list[int | None]:
+    """`generate`'s seeds, one per prompt: None for all of them where the caller gave none."""
+    return seeds or [None] * len(prompts)
+
+
 def uri_to_path(uri: str) -> str:
     """Weights URIs are local paths (optionally file://); anything else is refused with a clear error."""
     if uri.startswith("file://"):

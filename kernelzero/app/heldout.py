@@ -36,11 +36,12 @@ def heldout_events(rows: Sequence, tag: str, greedy: bool = True, split: Split =
     events = []
     for index, row in enumerate(rows):
         fingerprint = hashlib.sha256(row.reference.encode()).hexdigest()
+        seed = sampling_seed(row.reference)
         for decoding in ("sampled", "greedy") if greedy else ("sampled",):
             payload = ModuleAccepted(module_id=f"{split}-{tag}-{index:04d}" + ("-greedy" if decoding == "greedy" else ""),
                                      source=row.reference, apis=list(row.apis), fingerprint=fingerprint,
                                      split=split, greedy=decoding == "greedy",
-                                     sampling_seed=sampling_seed(row.reference))
+                                     sampling_seed=seed)
             events.append(make_event(payload, correlation_id=payload.module_id, producer="heldout"))
     return events
 

@@ -26,6 +26,7 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -259,20 +260,30 @@ def make_sets(config: Config, out: Path, n: int, heldout_share: float, workers: 
 
 def distill(config: Config, out: Path, n: int, heldout_share: float, audit_share: float = 0.02,
             workers: int | None = None, set_sizes: tuple[int, int] | None = None,
-            beside: Callable[[Path, Any], None] | None = None) -> DistillReport:
+            beside: Callable[[Path, Any], None] | None = None, audit_after: threading.Event | None = None,
+            audit_workers: int | None = None) -> DistillReport:
     """The sets (`make_sets`) and their audit, then distill.json into `out`. `beside(out, progress)`, if given, runs
-    in this thread once the sets are written, while the audit judges in another (the bootstrap passes its SFT only
-    with a GPU, where the audit's workers are the GPU's); the report is written when both are done."""
+    in this thread once the sets are written, while the audit judges in another (the bootstrap's SFT); the audit
+    starts when `audit_after` is set (if given; at the latest when `beside` ends), with `audit_workers` (default: the
+    making's) where there is no GPU. The report is written when both are done."""
     started = time.monotonic()
     processes = workers or os.cpu_count() or 1
+
+    def audit_when_free() -> tuple[list[Disagreement], int]:
+        if audit_after is not None:
+            audit_after.wait()
+        return audit(config, rows, audit_share, config.proposer.seed, progress, audit_workers or processes)
+
     with counting_bars() as progress:
         report, rows = make_sets(config, out, n, heldout_share, processes, set_sizes, progress)
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="audit") as thread:
-            audited = thread.submit(audit, config, rows, audit_share, config.proposer.seed, progress, processes)
+            audited = thread.submit(audit_when_free)
             try:
                 if beside is not None:
                     beside(out, progress)
             finally:
+                if audit_after is not None:
+                    audit_after.set()  # never later than the work beside: one that failed or was cached set nothing
                 disagreements, judged = audited.result()
     report = msgspec.structs.replace(report, audited=judged, disagreements=disagreements,
                                      seconds=round(time.monotonic() - started, 1))

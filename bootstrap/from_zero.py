@@ -14,10 +14,10 @@ import concurrent.futures
 import contextlib
 import hashlib
 import json
-import math
 import multiprocessing
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,9 +46,6 @@ class SftPlan(msgspec.Struct, frozen=True, kw_only=True):
     band_low: float
     band_high: float
     heldout_limit: int
-    # the share of its steps after which the role's process trains on every core, the other role's SFT being done
-    # by then: a fixed step, so that the model does not depend on timing (the thread count changes the arithmetic)
-    all_cores_after: float = 1.0
     size: str = ""  # this role's model size (kernelzero/kit/models.py MODEL_SIZES); "": the plan's
 
     def size_in(self, plan: "Plan") -> str:
@@ -71,7 +68,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     seed: int = 0
     # the Proposer's SFT ends about when the Coder's is half done on a 2-core CPU (117 of 214 s, docs/BENCHMARKS.md)
     coder: SftPlan = SftPlan(epochs=3, learning_rate=2e-3, batch_size=4, check_every=500, band_low=0.2,
-                             band_high=0.6, heldout_limit=MIN_MODULES, all_cores_after=0.5)
+                             band_high=0.6, heldout_limit=MIN_MODULES)
     # two epochs left a Proposer that wrote F.silu first whatever it was asked: 0 of 16 loop modules accepted where
     # two more gave 9 of 16 on the same API sets, 18 of 32 held-out modules valid (docs/BENCHMARKS.md). Tiny whatever
     # the Coder's size: the 8-layer small one trained to loss 0.091 (tiny 0.047) and its modules called none of their
@@ -81,9 +78,10 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
 
 
 # The demo's first run must fit in minutes on two cores: fewer modules and the Coder's SFT without checks, three
-# epochs (at 1.5 its held-out greedy pass@1 was 0/32, docs/BENCHMARKS.md, The Coder from zero). The Proposer's
-# shorter rows train side by side in less time than the Coder's.
-DEMO_PLAN = Plan(modules=10000, coder=msgspec.structs.replace(Plan().coder, check_every=0))
+# epochs (at 1.5 its held-out greedy pass@1 was 0/32, at two 4-11 of 64 against 38-40 at three, docs/BENCHMARKS.md).
+# 8,000 modules (3,278 training rows) where 10,000 (3,900) made the bootstrap 43 s longer: held-out pass@1 0.52 and
+# 0.39 at version 0 on their own held-out sets. The Proposer's shorter rows train side by side in less time.
+DEMO_PLAN = Plan(modules=8000, coder=msgspec.structs.replace(Plan().coder, check_every=0))
 
 
 class Bootstrap(msgspec.Struct, kw_only=True):
@@ -113,9 +111,10 @@ def _key(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def distill_step(config: Config, plan: Plan, cache: Path, beside: Callable[[Path, Any], None] | None = None) -> Path:
+def distill_step(config: Config, plan: Plan, cache: Path, beside: Callable[[Path, Any], None] | None = None,
+                 audit_after: threading.Event | None = None, audit_workers: int | None = None) -> Path:
     """The distilled sets (bootstrap/distill.py) for the plan, reused when the cache holds them; `beside` runs while
-    the audit judges (distill's), only when the sets are made here."""
+    the audit judges (distill's, which `audit_after` and `audit_workers` go to), only when the sets are made here."""
     from kernelzero.bootstrap.distill import distill
 
     settings = (plan.modules, plan.heldout_share, plan.audit_share, plan.seed, config.proposer.scale,
@@ -124,7 +123,7 @@ def distill_step(config: Config, plan: Plan, cache: Path, beside: Callable[[Path
     out = cache / f"distill-{_key(*settings)}"
     if not (out / "distill.json").exists():
         distill(config, out, plan.modules, plan.heldout_share, plan.audit_share, set_sizes=plan.api_set_sizes,
-                beside=beside)
+                beside=beside, audit_after=audit_after, audit_workers=audit_workers)
     return out
 
 
@@ -139,17 +138,19 @@ def models_key(config: Config, plan: Plan, distill_dir: Path, device: str) -> st
 
 
 def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device: str,
-             progress: Any = None) -> tuple[Path, dict]:
+             progress: Any = None, cores_freed: threading.Event | None = None) -> tuple[Path, dict]:
     """A tokenizer and both roles' from-scratch models, warm-started; reused when the cache holds them. Its bars go
-    to `progress` (rich) where given, else to bars of its own."""
+    to `progress` (rich) where given, else to bars of its own; `cores_freed` is set when the first role is done."""
     out = cache / f"models-{models_key(config, plan, distill_dir, device)}"
     done = out / "sft.json"
     if done.exists():
         return out, json.loads(done.read_text())
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    # the two roles train at once, in processes of their own, each on half the cores: batches of a few rows
-    # keep two cores no busier than one does, so side by side they take about as long as one alone
+    # the two roles train at once, in processes of their own, each on half the cores for all its steps: batches of a
+    # few rows keep two cores little busier than one (a second thread made a step 22% faster), so side by side they
+    # take about as long as one alone, and the first one's cores go to the audit (bootstrap) when it is done. A
+    # thread count fixed for the whole SFT keeps the model independent of timing (threads change the arithmetic)
     roles = ("coder", "proposer")
     spawn = multiprocessing.get_context("spawn")
     with spawn.Manager() as manager, \
@@ -157,7 +158,7 @@ def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device:
         steps = manager.dict()
         futures = {role: pool.submit(_warm_start, config, plan, role, distill_dir, out, device, len(roles), steps)
                    for role in roles}
-        _show_steps(steps, futures, progress)
+        _show_steps(steps, futures, progress, cores_freed)
         reports = {role: future.result() for role, future in futures.items()}
     done.write_text(json.dumps(reports, indent=2))
     return out, reports
@@ -176,9 +177,9 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\.")
 
 
-def _show_steps(steps, futures: dict, progress: Any = None) -> None:
+def _show_steps(steps, futures: dict, progress: Any = None, first_done: threading.Event | None = None) -> None:
     """A bar per role (in `progress`, else in bars of its own) of the SFT steps its process reported in `steps`
-    (role -> (step, steps)), until all are done."""
+    (role -> (step, steps)), until all are done; `first_done` is set as soon as one is."""
     from rich.console import Console
 
     from kernelzero.bootstrap.distill import counting_bars
@@ -187,7 +188,10 @@ def _show_steps(steps, futures: dict, progress: Any = None) -> None:
             counting_bars(console=Console(stderr=True)) as bars:
         tasks = {role: bars.add_task(f"SFT of the {role}", total=None) for role in futures}
         while True:
-            finished = concurrent.futures.wait(futures.values(), timeout=1.0).not_done == set()
+            pending = concurrent.futures.wait(futures.values(), timeout=1.0).not_done
+            if first_done is not None and len(pending) < len(futures):
+                first_done.set()
+            finished = not pending
             for role, (step, total) in dict(steps).items():
                 bars.update(tasks[role], completed=step, total=total)
             if finished:
@@ -219,22 +223,10 @@ def _warm_start(config: Config, plan: Plan, role: str, distill_dir: Path, out: P
         report = run_sft(str(data), str(out / f"{role}-init"), str(out / role),
                          epochs=settings.epochs, learning_rate=settings.learning_rate, batch_size=settings.batch_size,
                          lora_rank=0, device=device, seed=plan.seed, stop=stop,
-                         progress=_reporting_and_widening(role, steps, settings.all_cores_after))
+                         progress=lambda step, total: steps.update({role: (step, total)}))
     finally:
         judge.close()
     return {**msgspec.to_builtins(report), "max_tokens": max_tokens}
-
-
-def _reporting_and_widening(role: str, steps, all_cores_after: float):
-    """The progress callback of one role's SFT: its steps go to `steps[role]`; after `all_cores_after` of them it
-    trains on every core (the Coder trained about 260 s alone on one of two cores after the Proposer's SFT)."""
-    import torch
-
-    def progress(step: int, total: int) -> None:
-        steps[role] = (step, total)
-        if step == math.ceil(all_cores_after * total) and step < total:
-            torch.set_num_threads(os.cpu_count() or 1)
-    return progress
 
 
 def longest_answer(model_dir: Path, rows: Path, margin: float = 1.25) -> int:
@@ -259,16 +251,21 @@ def _trains_on_gpu(device: str) -> bool:
 
 
 def bootstrap(config: Config, plan: Plan, cache: Path, device: str = "auto") -> Bootstrap:
-    """Distill, then warm-start both roles, each step from the cache when it holds the result. With a GPU the SFT runs
-    while the distillation's audit judges (it needs only the sets, and the audit drops none of their rows): on an
-    H100 the bootstrap took 255 s so, over 430 s one after the other. On a CPU it runs after the audit: beside it on
-    two cores the demo's bootstrap took 391 s against 319 s (docs/BENCHMARKS.md)."""
+    """Distill, then warm-start both roles, each step from the cache when it holds the result. The SFT runs while the
+    distillation's audit judges (it needs only the sets, and the audit drops none of their rows). With a GPU the audit
+    starts at once: on an H100 the bootstrap took 255 s so, over 430 s one after the other. On a CPU it waits for the
+    cores of the first role done: three busy processes on two cores took the demo's bootstrap 391 s against 319 s one
+    after the other (docs/BENCHMARKS.md)."""
     trained: list[tuple[Path, dict]] = []
+    on_gpu = _trains_on_gpu(device)
+    cores_freed = None if on_gpu else threading.Event()
 
     def warm_start(sets: Path, bars: Any) -> None:
-        trained.append(sft_step(config, plan, sets, cache, device, bars))
+        trained.append(sft_step(config, plan, sets, cache, device, bars, cores_freed))
 
-    distill_dir = distill_step(config, plan, cache, beside=warm_start if _trains_on_gpu(device) else None)
+    cores = os.cpu_count() or 1
+    distill_dir = distill_step(config, plan, cache, beside=warm_start, audit_after=cores_freed,
+                               audit_workers=None if on_gpu else max(1, cores - cores // 2))
     models, reports = trained[0] if trained else sft_step(config, plan, distill_dir, cache, device)
     report = json.loads((distill_dir / "distill.json").read_text())
     return Bootstrap(distill_dir=str(distill_dir), coder_model=str(models / "coder"),

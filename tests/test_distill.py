@@ -119,27 +119,57 @@ def test_the_sft_runs_beside_the_audit_only_on_a_gpu_asked_without_starting_cuda
     assert not torch.cuda.is_initialized()
 
 
-def test_an_sft_process_takes_every_core_at_a_fixed_share_of_its_steps():
-    import os
+def test_the_audit_waits_for_the_cores_it_is_given_and_never_past_the_work_beside(tmp_path):
+    """On a CPU the audit starts when the first role's SFT is done (its cores freed), not beside both SFT processes;
+    work beside that ends without setting the event (cached, failed) starts it too."""
+    import threading
+    import time
 
-    import torch
+    from kernelzero.bootstrap.distill import distill
+    from kernelzero.config import Config
 
-    from kernelzero.bootstrap.from_zero import DEMO_PLAN, _reporting_and_widening
+    config = Config()
+    config.proposer.apis, config.proposer.scale, config.proposer.prompt = APIS, 2.0 ** -16, "compact"
+    config.evaluator.cache_dir = str(tmp_path / "cache")
 
-    before = torch.get_num_threads()
-    steps: dict = {}
-    try:
-        torch.set_num_threads(1)
-        progress = _reporting_and_widening("coder", steps, all_cores_after=0.5)
-        progress(49, 100)
-        assert steps["coder"] == (49, 100) and torch.get_num_threads() == 1  # the other role may still train
-        progress(50, 100)
-        assert torch.get_num_threads() == (os.cpu_count() or 1)
-        torch.set_num_threads(1)
-        _reporting_and_widening("proposer", steps, DEMO_PLAN.proposer.all_cores_after)(100, 100)
-        assert torch.get_num_threads() == 1  # the role that finishes first never widens
-    finally:
-        torch.set_num_threads(before)
+    def auditing(progress) -> bool:
+        return any(task.description.startswith("auditing") for task in progress.tasks)
+
+    def freeing(event):
+        def beside(sets, progress):
+            time.sleep(1.0)
+            assert not auditing(progress)
+            if event is not None:
+                event.set()
+                for _ in range(200):
+                    if auditing(progress):
+                        break
+                    time.sleep(0.05)
+                assert auditing(progress)
+        return beside
+
+    freed = threading.Event()
+    assert distill(config, tmp_path / "a", 20, 0.2, audit_share=0.1, workers=1, set_sizes=(1, 1),
+                   beside=freeing(freed), audit_after=freed, audit_workers=1).audited >= 1
+    assert distill(config, tmp_path / "b", 20, 0.2, audit_share=0.1, workers=1, set_sizes=(1, 1),
+                   beside=freeing(None), audit_after=threading.Event(), audit_workers=1).audited >= 1
+
+
+def test_the_first_role_done_frees_its_cores_while_the_other_trains():
+    import concurrent.futures
+    import threading
+
+    from kernelzero.bootstrap.from_zero import _show_steps
+
+    release, freed = threading.Event(), threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        futures = {"proposer": pool.submit(lambda: None), "coder": pool.submit(release.wait, 30)}
+        watcher = threading.Thread(target=_show_steps, args=({}, futures, None, freed))
+        watcher.start()
+        assert freed.wait(10) and not futures["coder"].done()
+        release.set()
+        watcher.join(10)
+        assert not watcher.is_alive()
 
 
 def test_the_distillations_cache_key_follows_every_evaluator_module(monkeypatch):

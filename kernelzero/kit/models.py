@@ -201,7 +201,8 @@ def load_model(
                           allow_download=allow_download, trainable=trainable)
     torch_device = pick_device(device)
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=pick_dtype(dtype, torch_device))
+        # no Hub kernels: with the `kernels` package, transformers would fetch layers' code from the Hub
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=pick_dtype(dtype, torch_device), use_kernels=False)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load a causal LM from {path}: {exc}") from exc
     tokenizer = load_tokenizer(path)

@@ -57,3 +57,11 @@ def test_an_adapter_directory_loads_its_base_and_wears_the_adapter(tiny_model_di
     assert is_adapter_dir(tmp_path / "adapter") and config["base_model_name_or_path"] == str(tiny_model_dir)
     model, tokenizer = load_model(str(tmp_path / "adapter"), device="cpu")
     assert isinstance(model, PeftModel) and tokenizer.eos_token == "<|endoftext|>"
+
+
+def test_a_loaded_model_takes_no_kernels_from_the_hub(tiny_model_dir):
+    """transformers 5.2x with the `kernels` package swaps layers for Hub kernels by default when a model trains, which
+    fetches code from the Hub: on a GPU machine without a network the SFT failed at its first step (H100, 2026-12-07)."""
+    model, _ = load_model(str(tiny_model_dir), device="cpu")
+    model.train()
+    assert not model.use_kernels

@@ -107,9 +107,9 @@ def test_work_beside_the_audit_reads_the_final_sets_before_the_report(tmp_path):
     assert read(out / "coder_train.jsonl") + read(out / "coder_heldout.jsonl") == seen["rows"]
 
 
-def test_the_sft_runs_beside_the_audit_only_on_a_gpu_asked_without_starting_cuda():
-    """Beside the audit on two cores the bootstrap took 391 s against 319 s; the question must not start CUDA in the
-    process that forks the distillation's workers after it."""
+def test_the_audit_starts_at_once_only_on_a_gpu_asked_without_starting_cuda():
+    """On a CPU the audit waits for freed cores (three busy processes on two cores took the bootstrap 391 s against
+    319 s); the question must not start CUDA in the process that forks the distillation's workers after it."""
     import torch
 
     from kernelzero.bootstrap.from_zero import _trains_on_gpu

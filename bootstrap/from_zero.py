@@ -55,9 +55,10 @@ class SftPlan(msgspec.Struct, frozen=True, kw_only=True):
 class Plan(msgspec.Struct, frozen=True, kw_only=True):
     """Everything the bootstrap depends on besides the code; its hash names the cache folders.
 
-    The default is the experiment's: the Coder trained until its held-out pass@1 at the sampling temperature
-    enters the band, or three epochs. Small batches at a high rate: on 4,035 distilled rows, one epoch in
-    batches of 4 reached a held-out greedy pass rate of 0.11 where batches of 16 reached 0 (docs/BENCHMARKS.md).
+    The default is the experiment's: the Coder trained until the interval of its held-out pass@1 at the sampling
+    temperature lies above the band's floor, or three epochs. Small batches at a high rate: on 4,035 distilled rows,
+    one epoch in batches of 4 reached a held-out greedy pass rate of 0.11 where batches of 16 reached 0
+    (docs/BENCHMARKS.md).
     """
 
     modules: int = 16000
@@ -128,13 +129,15 @@ def distill_step(config: Config, plan: Plan, cache: Path, beside: Callable[[Path
 
 
 def models_key(config: Config, plan: Plan, distill_dir: Path, device: str) -> str:
-    """What names the SFT's cache folder: the data, the plan, the device, and what the plan's size stands for (a
-    size's definition changes without its name)."""
-    from kernelzero.kit.models import MODEL_SIZES, VOCAB_SIZES
+    """What names the SFT's cache folder: the data, the plan, the device, and the source of what builds, trains and
+    stops the models (a size's definition or the stopping rule changes without the plan's names)."""
+    from kernelzero.bootstrap import init_model, sft, sft_stop
+    from kernelzero.kit import models
 
     sizes = sorted({plan.coder.size_in(plan), plan.proposer.size_in(plan)})
+    sources = hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (init_model, sft, sft_stop, models)))
     return _key(distill_dir.name, msgspec.to_builtins(plan), device, config.coder.temperature,
-                *[(MODEL_SIZES[size], VOCAB_SIZES[size]) for size in sizes])
+                sources.hexdigest()[:12], *[(models.MODEL_SIZES[size], models.VOCAB_SIZES[size]) for size in sizes])
 
 
 def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device: str,

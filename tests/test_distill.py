@@ -210,3 +210,15 @@ def test_a_small_coder_keeps_a_tiny_proposer_and_both_sizes_name_the_models(monk
     before = models_key(Config(), small, Path("distill-x"), "cpu")
     monkeypatch.setitem(models.MODEL_SIZES, "tiny", {**models.MODEL_SIZES["tiny"], "num_hidden_layers": 3})
     assert models_key(Config(), small, Path("distill-x"), "cpu") != before  # the Proposer's size changed meaning
+
+
+def test_the_models_cache_key_follows_the_stopping_rule_s_source(monkeypatch):
+    from pathlib import Path
+
+    from kernelzero.bootstrap.from_zero import DEMO_PLAN, models_key
+    from kernelzero.config import Config
+
+    before = models_key(Config(), DEMO_PLAN, Path("distill-x"), "cpu")
+    read = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read(self) + (b"#" if self.name == "sft_stop.py" else b""))
+    assert models_key(Config(), DEMO_PLAN, Path("distill-x"), "cpu") != before  # a cached SFT stopped by another rule

@@ -244,15 +244,10 @@ async def rebuild_dedup(log) -> Deduplicator:
     return dedup
 
 
-def serve(args, config) -> int:
-    """`kernelzero serve validator`: run until interrupted (or --idle-exit seconds with nothing to do)."""
+def validator_stage(config, outcomes: collections.Counter[str] | None = None):
+    """The stage's opener for kernelzero/stage.py `host_stage`: a ValidatorStage over a sandbox started for it, its
+    duplicates known from the log; its outcomes are added to `outcomes` when it closes."""
     from contextlib import asynccontextmanager
-
-    import anyio
-
-    from kernelzero.stage import host_stage
-
-    outcomes: collections.Counter[str] = collections.Counter()
 
     @asynccontextmanager
     async def stage(log):
@@ -262,11 +257,23 @@ def serve(args, config) -> int:
             try:
                 yield validator
             finally:
-                outcomes.update(validator.outcomes)
+                if outcomes is not None:
+                    outcomes.update(validator.outcomes)
         finally:
             sandbox.close()
 
-    stats = anyio.run(lambda: host_stage(config.log, stage, idle_exit_s=getattr(args, "idle_exit", None)))
+    return stage
+
+
+def serve(args, config) -> int:
+    """`kernelzero serve validator`: run until interrupted (or --idle-exit seconds with nothing to do)."""
+    import anyio
+
+    from kernelzero.stage import host_stage
+
+    outcomes: collections.Counter[str] = collections.Counter()
+    stats = anyio.run(lambda: host_stage(config.log, validator_stage(config, outcomes),
+                                         idle_exit_s=getattr(args, "idle_exit", None)))
     print(f"validator: {outcome_line(stats.consumed, outcomes)}, dead-lettered {stats.dead_lettered}", file=sys.stderr)
     return 0
 

@@ -50,17 +50,10 @@ class EvaluatorStage:
                            causation_id=event.event_id, policy_version=event.envelope.policy_version)]
 
 
-async def run_evaluator(config, *, idle_exit_s: float | None = None, device: str | None = None,
-                        use_cache: bool = True, on_ready: Callable[[], None] | None = None,
-                        producer: str = "evaluator", gpu_processes: int = 1):
-    """Consume samples.generated as one member of group "evaluator" until idle (or forever); returns StageStats.
-
-    Records are taken as many at a time as the pool has workers and all evaluated at once, so a
-    commit follows each round: a worker that dies loses (and the group redoes) one round at most.
-    """
+def evaluator_stage(config, *, device: str | None = None, use_cache: bool = True,
+                    on_ready: Callable[[], None] | None = None, producer: str = "evaluator", gpu_processes: int = 1):
+    """The stage's opener for kernelzero/stage.py `host_stage`: an EvaluatorStage over a pool started for it."""
     from contextlib import asynccontextmanager
-
-    from kernelzero.stage import host_stage
 
     @asynccontextmanager
     async def stage(log):
@@ -70,7 +63,22 @@ async def run_evaluator(config, *, idle_exit_s: float | None = None, device: str
                 on_ready()
             yield EvaluatorStage(pool, producer)
 
-    return await host_stage(config.log, stage, idle_exit_s=idle_exit_s)
+    return stage
+
+
+async def run_evaluator(config, *, idle_exit_s: float | None = None, device: str | None = None,
+                        use_cache: bool = True, on_ready: Callable[[], None] | None = None,
+                        producer: str = "evaluator", gpu_processes: int = 1):
+    """Consume samples.generated as one member of group "evaluator" until idle (or forever); returns StageStats.
+
+    Records are taken as many at a time as the pool has workers and all evaluated at once, so a
+    commit follows each round: a worker that dies loses (and the group redoes) one round at most.
+    """
+    from kernelzero.stage import host_stage
+
+    return await host_stage(config.log, evaluator_stage(config, device=device, use_cache=use_cache, on_ready=on_ready,
+                                                        producer=producer, gpu_processes=gpu_processes),
+                            idle_exit_s=idle_exit_s)
 
 
 def serve(args, config) -> int:

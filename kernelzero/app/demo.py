@@ -31,7 +31,7 @@ import msgspec
 from kernelzero.bootstrap.from_zero import DEMO_PLAN, Plan, quiet_libraries
 from kernelzero.app.heldout import publish_heldout
 from kernelzero.app.journal import Journal, arguments_differ, replace_file
-from kernelzero.app.serve import serve_until_idle
+from kernelzero.app.warm_stages import WarmStages
 from kernelzero.config import Config, dump_config
 
 STAGES = ("proposer", "validator", "coder", "evaluator", "trainer", "projector")
@@ -157,11 +157,11 @@ def self_check(console, config: Config) -> bool:
     return check.verdict == "correct"
 
 
-def run_stages(console, roles, config: Config, label: str, started: float) -> int:
+def run_stages(console, roles, stages: WarmStages, label: str, started: float) -> int:
     """Each stage in `roles`, in order, until its input is drained; a stage's non-zero exit stops the rest."""
     for role in roles:
         with console.status(f"{label}: {role}"):
-            code = serve_until_idle(role, config)
+            code = stages.run(role)
         if code != 0:
             console.print(f"[red]{label}: {role} exited with {code}[/red]")
             return code
@@ -169,12 +169,13 @@ def run_stages(console, roles, config: Config, label: str, started: float) -> in
     return 0
 
 
-def measure_heldout(console, journal: Journal, config: Config, rows: Path, limit: int, tag: str, started: float) -> int:
+def measure_heldout(console, journal: Journal, stages: WarmStages, rows: Path, limit: int, tag: str,
+                    started: float) -> int:
     """The held-out modules answered by the Coder's current policy, sampled and greedy, judged and projected: two
     steps of `journal`, so that a measurement stopped after its publication is not published again."""
-    code = journal.run(f"publish held-out {tag}", lambda: publish_heldout(config, rows, limit, tag))
+    code = journal.run(f"publish held-out {tag}", lambda: publish_heldout(stages.config, rows, limit, tag))
     return code or journal.run(f"answer held-out {tag}", lambda: run_stages(
-        console, ANSWER_STAGES, config, f"held-out measurement {tag}", started))
+        console, ANSWER_STAGES, stages, f"held-out measurement {tag}", started))
 
 
 def continuing(console, command: str, out: Path, args, names: tuple[str, ...] = RUN_ARGUMENTS) -> Journal | None:
@@ -293,11 +294,12 @@ def main(args, config: Config) -> int:
     config_path = out / "kernelzero.toml"
     config_path.write_text(dump_config(config))
     rows = Path(boot.distill_dir) / "coder_heldout.jsonl"
-    code = measure_heldout(console, journal, config, rows, args.heldout, "start", started)
-    for number in range(1, args.rounds + 1):
-        code = code or journal.run(f"round {number}", lambda: run_stages(
-            console, STAGES, config, f"round {number}/{args.rounds}", started))
-    code = code or measure_heldout(console, journal, config, rows, args.heldout, "final", started)
+    with WarmStages(config) as stages:
+        code = measure_heldout(console, journal, stages, rows, args.heldout, "start", started)
+        for number in range(1, args.rounds + 1):
+            code = code or journal.run(f"round {number}", lambda: run_stages(
+                console, STAGES, stages, f"round {number}/{args.rounds}", started))
+        code = code or measure_heldout(console, journal, stages, rows, args.heldout, "final", started)
     if code:
         return code
     tables = summarize(config, report_dir=out / "report")

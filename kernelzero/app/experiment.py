@@ -32,6 +32,7 @@ from kernelzero.bootstrap.from_zero import Plan, quiet_libraries
 from kernelzero.app.demo import (RUN_ARGUMENTS, STAGES, add_loop_arguments, continuing, loop_argument_error,
                                  loop_config, measure_heldout, run_stages, self_check, summarize, warm_start)
 from kernelzero.app.journal import Journal
+from kernelzero.app.warm_stages import WarmStages
 from kernelzero.config import Config, dump_config
 
 ARMS = {
@@ -141,14 +142,15 @@ def probe_rows(train_rows: Path, out: Path, count: int) -> Path:
     return path
 
 
-def measure(console, journal: Journal, config: Config, rows: tuple[Path, Path], args, tag: str, started: float) -> int:
+def measure(console, journal: Journal, stages: WarmStages, rows: tuple[Path, Path], args, tag: str,
+            started: float) -> int:
     """The probe's training rows and the held-out rows answered by the current policy, judged and projected."""
     from kernelzero.app.heldout import publish_heldout
 
     heldout, probe = rows
-    code = journal.run(f"publish probe {tag}", lambda: publish_heldout(config, probe, args.heldout, tag, greedy=False,
-                                                                       split="probe"))
-    return code or measure_heldout(console, journal, config, heldout, args.heldout, tag, started)
+    code = journal.run(f"publish probe {tag}", lambda: publish_heldout(stages.config, probe, args.heldout, tag,
+                                                                       greedy=False, split="probe"))
+    return code or measure_heldout(console, journal, stages, heldout, args.heldout, tag, started)
 
 
 def run_arm(console, base: Config, arm: str, out: Path, rows: tuple[Path, Path], args, started: float) -> dict:
@@ -164,15 +166,16 @@ def run_arm(console, base: Config, arm: str, out: Path, rows: tuple[Path, Path],
     (out / "kernelzero.toml").write_text(dump_config(config))
     arm_started = time.monotonic()
     tags = []
-    for number in range(1, args.rounds + 1):
-        code = journal.run(f"round {number}", lambda: run_stages(
-            console, STAGES, config, f"arm {arm}: round {number}/{args.rounds}", started))
-        measuring = number == args.rounds or number % max(1, args.measure_every) == 0
-        if not code and measuring:
-            tags.append(f"r{number}")
-            code = measure(console, journal, config, rows, args, tags[-1], started)
-        if code:
-            raise RuntimeError(f"arm {arm}: round {number} failed (exit {code}); see the messages above")
+    with WarmStages(config) as stages:
+        for number in range(1, args.rounds + 1):
+            code = journal.run(f"round {number}", lambda: run_stages(
+                console, STAGES, stages, f"arm {arm}: round {number}/{args.rounds}", started))
+            measuring = number == args.rounds or number % max(1, args.measure_every) == 0
+            if not code and measuring:
+                tags.append(f"r{number}")
+                code = measure(console, journal, stages, rows, args, tags[-1], started)
+            if code:
+                raise RuntimeError(f"arm {arm}: round {number} failed (exit {code}); see the messages above")
     measured = {tag: per_module(config, tag) for tag in tags}
     result = {"arm": arm, "what": ARMS[arm], "seconds": round(time.monotonic() - arm_started, 1),
               "final": measured[tags[-1]], "measured": measured, **summarize(config, CURVE)}
@@ -188,7 +191,8 @@ def measure_start(console, base: Config, out: Path, rows: tuple[Path, Path], arg
     journal = journal_in(out / "start")
     config = pointed_at(base, out / "start")
     (out / "start" / "kernelzero.toml").write_text(dump_config(config))
-    code = measure(console, journal, config, rows, args, "v0", started)
+    with WarmStages(config) as stages:
+        code = measure(console, journal, stages, rows, args, "v0", started)
     if code:
         raise RuntimeError(f"the version-0 measurement failed (exit {code})")
     result = per_module(config, "v0")

@@ -130,6 +130,12 @@ def validator_sandbox(containment: EvaluatorConfig, device: str) -> ForkServerCl
                             env={"PYTORCH_NVML_BASED_CUDA_CHECK": "1"})  # device queries without cuInit: fork-safe
 
 
+def validation_workers(config: ValidatorConfig) -> int:
+    """`[validator] workers`, or where it is 0 a sandbox per core up to four: on an H100 a run of a tiny module is
+    mostly its fork starting CUDA (5.3 modules a second with four sandboxes, docs/BENCHMARKS.md)."""
+    return config.workers or max(1, min(4, os.cpu_count() or 1))
+
+
 def _run(sandbox: ForkServerClient, request: ValidationRequest) -> ModuleVerdict:
     """The verdict of one request in the sandbox; SandboxUnavailable where its run found less containment than required."""
 
@@ -195,25 +201,50 @@ class Deduplicator:
 # ---- the service ----
 
 class ValidatorStage:
-    """modules.proposed -> modules.accepted | modules.rejected."""
+    """modules.proposed -> modules.accepted | modules.rejected; a poll's modules run at once, one per sandbox, and are
+    deduplicated in the order of the log, so the verdicts do not depend on which run ends first."""
 
     name = "validator"
     topics = ("modules.proposed",)
 
-    def __init__(self, config: ValidatorConfig, sandbox: ForkServerClient, dedup: Deduplicator | None = None):
+    def __init__(self, config: ValidatorConfig, sandboxes: Sequence[ForkServerClient],
+                 dedup: Deduplicator | None = None):
         self.config = config
         self.dedup = dedup or Deduplicator()
-        self.sandbox = sandbox
+        self.sandboxes = list(sandboxes)
         self.outcomes: collections.Counter[str] = collections.Counter()  # "accepted" or a rejection's kind
 
     async def handle(self, event):
+        return (await self.handle_many([event]))[0]
+
+    async def handle_many(self, events) -> list[list]:
+        import queue
+
         import anyio
 
+        proposed = [event.payload for event in events]
+        verdicts: list[ModuleVerdict | None] = [None] * len(proposed)
+        waiting: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for index in range(len(proposed)):
+            waiting.put(index)
+
+        def drain(sandbox: ForkServerClient) -> None:
+            while True:
+                try:
+                    index = waiting.get_nowait()
+                except queue.Empty:
+                    return
+                verdicts[index] = validate(proposed[index].source, proposed[index].apis, self.config, sandbox=sandbox)
+
+        async with anyio.create_task_group() as runs:
+            for sandbox in self.sandboxes[:len(proposed)]:
+                runs.start_soon(anyio.to_thread.run_sync, drain, sandbox)
+        return [self._answer(event, verdict) for event, verdict in zip(events, verdicts)]
+
+    def _answer(self, event, verdict: ModuleVerdict) -> list:
         from kernelzero.schemas import ModuleAccepted, ModuleRejected, make_event
 
         proposed = event.payload
-        verdict = await anyio.to_thread.run_sync(
-            lambda: validate(proposed.source, proposed.apis, self.config, sandbox=self.sandbox))
         if verdict.ok:
             original = self.dedup.duplicate_of(proposed.module_id, verdict)
             if original is not None:
@@ -245,22 +276,24 @@ async def rebuild_dedup(log) -> Deduplicator:
 
 
 def validator_stage(config, outcomes: collections.Counter[str] | None = None):
-    """The stage's opener for kernelzero/stage.py `host_stage`: a ValidatorStage over a sandbox started for it, its
-    duplicates known from the log; its outcomes are added to `outcomes` when it closes."""
+    """The stage's opener for kernelzero/stage.py `host_stage`: a ValidatorStage over `[validator] workers` sandboxes
+    started for it, its duplicates known from the log; its outcomes are added to `outcomes` when it closes."""
     from contextlib import asynccontextmanager
 
     @asynccontextmanager
     async def stage(log):
-        sandbox = validator_sandbox(config.evaluator, config.validator.device)
+        sandboxes = [validator_sandbox(config.evaluator, config.validator.device)
+                     for _ in range(validation_workers(config.validator))]
         try:
-            validator = ValidatorStage(config.validator, sandbox, await rebuild_dedup(log))
+            validator = ValidatorStage(config.validator, sandboxes, await rebuild_dedup(log))
             try:
                 yield validator
             finally:
                 if outcomes is not None:
                     outcomes.update(validator.outcomes)
         finally:
-            sandbox.close()
+            for sandbox in sandboxes:
+                sandbox.close()
 
     return stage
 

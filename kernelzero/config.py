@@ -200,6 +200,10 @@ class ValidatorConfig(Section):
     max_memory_gb: float = 8.0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cpu_threads: int = 1  # torch threads of a validation run on the CPU
+    workers: int = 0  # modules validated at once, each in a sandbox of its own; 0: one per core, at most 4
+
+    def rules(self) -> dict[str, tuple[bool, str]]:
+        return {"workers": _at_least(self.workers, 0)}
 
 
 class TrainerConfig(Section):

@@ -35,7 +35,7 @@ async def test_synth_proposals_are_validated_and_duplicates_dropped(tmp_path, cp
     missing = ModuleProposed(module_id="misses-an-api", source=again.source, apis=[*again.apis, unused], generator="llm")
     extra = [make_event(p, correlation_id=p.module_id, producer="test") for p in (copy, broken, missing)]
     await publish(log, proposed + extra)
-    stage = ValidatorStage(cpu_config, sandbox)
+    stage = ValidatorStage(cpu_config, [sandbox])
     stats = await run_stage(log, stage, idle_exit_s=1.0)
     assert stats.consumed == 7 and stats.dead_lettered == 0
     accepted = {e.payload.module_id for e in await _read_all(log, "modules.accepted")}
@@ -47,6 +47,32 @@ async def test_synth_proposals_are_validated_and_duplicates_dropped(tmp_path, cp
         "consumed 7, accepted 4, rejected 3 (api_not_called 1, duplicate 1, syntax_error 1)"
     dedup = await rebuild_dedup(log)
     assert len(dedup) == 4
+    await log.close()
+
+
+async def test_a_poll_s_modules_share_the_sandboxes_and_the_first_in_the_log_is_the_original(
+        tmp_path, cpu_config, sandbox):
+    from kernelzero.config import EvaluatorConfig
+    from kernelzero.consumers.validator import validator_sandbox
+
+    log = await open_log(f"embedded:{tmp_path}/log.sqlite")
+    proposed = await Proposer(ProposerConfig(backend="synth", scale=SMALL, api_set_size=2, seed=9)).propose(3)
+    first = proposed[0].payload
+    copy = ModuleProposed(module_id="copy", source=first.source, apis=first.apis, generator="synth")
+    await publish(log, [proposed[0], make_event(copy, correlation_id="copy", producer="test"), *proposed[1:]])
+    second = validator_sandbox(EvaluatorConfig(cache_dir=str(tmp_path / "cache")), "cpu")
+    try:
+        stage = ValidatorStage(cpu_config, [sandbox, second])
+        stats = await run_stage(log, stage, idle_exit_s=1.0)
+        assert second.pid is not None, "the second sandbox took none of the poll's modules"
+    finally:
+        second.close()
+    assert stats.consumed == 4
+    verdicts = await _read_all(log, "modules.accepted") + await _read_all(log, "modules.rejected")
+    assert {e.payload.module_id for e in verdicts if e.type == "modules.accepted"} == \
+        {e.payload.module_id for e in proposed}
+    assert [(e.payload.module_id, e.payload.reason) for e in verdicts if e.type == "modules.rejected"] == \
+        [("copy", "duplicate")]
     await log.close()
 
 

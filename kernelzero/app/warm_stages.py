@@ -28,7 +28,7 @@ def _openers(config: Config) -> dict[str, Any]:
 
 class WarmStages:
     """`run(role)`: one stage until its input is drained; the evaluator and validator opened at their first run and
-    closed when the `with` ends (in the order they opened, after the last run)."""
+    closed together when the `with` ends."""
 
     KEPT = ("evaluator", "validator")
 

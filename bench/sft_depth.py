@@ -65,7 +65,8 @@ def main() -> int:
     first, last = min(steps_at), max(steps_at)
     result = {"role": args.role, "size": args.size, "layers": args.layers, "device": args.device, "seed": args.seed,
               "epochs": args.epochs or plan.epochs, "batch_size": batch_size, "learning_rate": learning_rate,
-              "steps": report.steps, "sft_s": round(sft_s, 1), "s_per_step": round((steps_at[last] - steps_at[first]) / max(1, last - first), 4),
+              "steps": report.steps, "sft_s": round(sft_s, 1),
+              "s_per_step": round((steps_at[last] - steps_at[first]) / max(1, last - first), 4),
               "last_loss": report.last_loss}
     model_dir = args.out / args.role
     model = AutoModelForCausalLM.from_pretrained(model_dir).to(args.device)

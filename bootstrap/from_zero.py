@@ -99,12 +99,17 @@ def _code_hash() -> str:
     the whole evaluator (the audit's verdicts are in distill.json)."""
     from kernelzero import bootstrap, gpu_workers, kit, producers
 
+    return _source_digest(path for package in (bootstrap, producers, kit, gpu_workers)
+                          for path in sorted(Path(package.__file__).parent.glob("*.py"))
+                          if package is gpu_workers or path.stem.startswith(
+                              ("teacher", "synthesizer", "api_catalog", "problems", "heldout_protocol")))
+
+
+def _source_digest(paths) -> str:
+    """The files' bytes, in order, hashed: what names a cache folder after the code that fills it."""
     digest = hashlib.sha256()
-    for package in (bootstrap, producers, kit, gpu_workers):
-        for path in sorted(Path(package.__file__).parent.glob("*.py")):
-            if package is gpu_workers or path.stem.startswith(("teacher", "synthesizer", "api_catalog", "problems",
-                                                                "heldout_protocol")):
-                digest.update(path.read_bytes())
+    for path in paths:
+        digest.update(Path(path).read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -135,9 +140,9 @@ def models_key(config: Config, plan: Plan, distill_dir: Path, device: str) -> st
     from kernelzero.kit import models
 
     sizes = sorted({plan.coder.size_in(plan), plan.proposer.size_in(plan)})
-    sources = hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (init_model, sft, sft_stop, models)))
     return _key(distill_dir.name, msgspec.to_builtins(plan), device, config.coder.temperature,
-                sources.hexdigest()[:12], *[(models.MODEL_SIZES[size], models.VOCAB_SIZES[size]) for size in sizes])
+                _source_digest(m.__file__ for m in (init_model, sft, sft_stop, models)),
+                *[(models.MODEL_SIZES[size], models.VOCAB_SIZES[size]) for size in sizes])
 
 
 def sft_step(config: Config, plan: Plan, distill_dir: Path, cache: Path, device: str,

@@ -202,7 +202,8 @@ def load_model(
     torch_device = pick_device(device)
     try:
         # no Hub kernels: with the `kernels` package, transformers would fetch layers' code from the Hub
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=pick_dtype(dtype, torch_device), use_kernels=False)
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=pick_dtype(dtype, torch_device),
+                                                     use_kernels=False)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load a causal LM from {path}: {exc}") from exc
     tokenizer = load_tokenizer(path)

@@ -202,7 +202,7 @@ class Deduplicator:
 
 class ValidatorStage:
     """modules.proposed -> modules.accepted | modules.rejected; a poll's modules run at once, one per sandbox, and are
-    deduplicated in the order of the log, so the verdicts do not depend on which run ends first."""
+    deduplicated in the order the poll returned them, so the verdicts do not depend on which run ends first."""
 
     name = "validator"
     topics = ("modules.proposed",)

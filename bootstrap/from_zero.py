@@ -140,7 +140,8 @@ def models_key(config: Config, plan: Plan, distill_dir: Path, device: str) -> st
     from kernelzero.kit import models
 
     sizes = sorted({plan.coder.size_in(plan), plan.proposer.size_in(plan)})
-    return _key(distill_dir.name, msgspec.to_builtins(plan), device, config.coder.temperature,
+    return _key(distill_dir.name, msgspec.to_builtins(plan), device, config.coder.temperature, config.coder.dtype,
+                config.proposer.dtype,
                 _source_digest(m.__file__ for m in (init_model, sft, sft_stop, models)),
                 *[(models.MODEL_SIZES[size], models.VOCAB_SIZES[size]) for size in sizes])
 
@@ -230,7 +231,7 @@ def _warm_start(config: Config, plan: Plan, role: str, distill_dir: Path, out: P
     try:
         report = run_sft(str(data), str(out / f"{role}-init"), str(out / role),
                          epochs=settings.epochs, learning_rate=settings.learning_rate, batch_size=settings.batch_size,
-                         lora_rank=0, device=device, seed=plan.seed, stop=stop,
+                         lora_rank=0, device=device, dtype=getattr(config, role).dtype, seed=plan.seed, stop=stop,
                          progress=lambda step, total: steps.update({role: (step, total)}))
     finally:
         judge.close()

@@ -28,6 +28,9 @@ import msgspec
 # loss jumping between checks); batches hold rows of similar length, so little compute goes to padding
 WARMUP = 0.05
 ADAM_BETA2 = 0.95  # a shorter memory of gradient scale than 0.999: small batches at a high rate stay stable
+# a log entry (the loss averaged since the last) every this share of the steps, rounded up: an entry a step cost two
+# synchronizations of the GPU a step (docs/BENCHMARKS.md); the first and last losses reported are such means
+LOGGING_SHARE = 0.01
 
 
 class SftError(ValueError):
@@ -87,13 +90,23 @@ def _step_callback(progress: Callable[[int, int], None]):
     return Steps()
 
 
+def precision(device_type: str, dtype: str) -> dict[str, bool | None]:
+    """The trainer's precision settings for a model served in `dtype` on `device_type`."""
+    on_cuda = device_type == "cuda"
+    # bfloat16 autocast sends attention to cuDNN, which plans every new batch shape anew: a step of the small Coder
+    # (rows of varied length) took 160 ms on an H100 against 40 ms in float32 (docs/BENCHMARKS.md)
+    return {"bf16": on_cuda and dtype != "float32", "tf32": True if on_cuda and dtype == "float32" else None}
+
+
 def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learning_rate: float | None = None,
             batch_size: int = 4, max_length: int = 2048, lora_rank: int = 16, lora_alpha: int = 32,
-            device: str = "auto", seed: int = 0, stop=None, gradient_checkpointing: bool = False,
-            progress: Callable[[int, int], None] | None = None) -> SftReport:
+            device: str = "auto", dtype: str = "auto", seed: int = 0, stop=None,
+            gradient_checkpointing: bool = False, progress: Callable[[int, int], None] | None = None) -> SftReport:
     """Train and write `out` atomically; returns the losses and the held-out checks of `stop` (a sft_stop.BandStop).
 
-    `progress(step, steps)` is called after every optimizer step.
+    `dtype` is the precision the model will be served in: on CUDA "auto" and "bfloat16" train under bfloat16
+    autocast, "float32" in float32 with TF32 matrix products (the CPU always trains in float32). `progress(step,
+    steps)` is called after every optimizer step.
     """
     from datasets import Dataset
     from peft import LoraConfig
@@ -112,8 +125,8 @@ def run_sft(data: str, model_dir: str, out: str, *, epochs: float = 1.0, learnin
     args = SFTConfig(
         output_dir=str(tmp / "trainer"), num_train_epochs=epochs, per_device_train_batch_size=batch_size,
         learning_rate=learning_rate or (2e-4 if lora_rank > 0 else 2e-5), max_length=max_length,
-        completion_only_loss=True, logging_steps=1, save_strategy="no", report_to=[], seed=seed,
-        use_cpu=torch_device.type == "cpu", bf16=torch_device.type == "cuda", lr_scheduler_type="cosine",
+        completion_only_loss=True, logging_steps=LOGGING_SHARE, save_strategy="no", report_to=[], seed=seed,
+        use_cpu=torch_device.type == "cpu", lr_scheduler_type="cosine", **precision(torch_device.type, dtype),
         warmup_steps=WARMUP, adam_beta2=ADAM_BETA2, train_sampling_strategy="group_by_length", disable_tqdm=True,
         # trl turns it on by default: recomputing a tiny model's activations cost 15% of a CPU step for no memory
         # that matters, the losses the same to the last digit (docs/BENCHMARKS.md); a large model asks for it

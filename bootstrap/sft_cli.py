@@ -10,7 +10,7 @@ from kernelzero.bootstrap.sft import SftError, run_sft
 def add_arguments(parser) -> None:
     parser.add_argument("--data", required=True, metavar="FILE", help="JSON lines with prompt and completion fields")
     parser.add_argument("--role", choices=("coder", "proposer"), default="coder",
-                        help="whose model to warm-start (default model: [ROLE] model in the config)")
+                        help="whose model to warm-start (default model and precision: [ROLE] model and dtype in the config)")
     parser.add_argument("--model", metavar="DIR", help="the starting model directory (Hugging Face layout)")
     parser.add_argument("--out", required=True, metavar="DIR", help="where the trained weights go (must not exist)")
     parser.add_argument("--epochs", type=float, default=1.0)
@@ -60,7 +60,8 @@ def main(args, config) -> int:
         stop = band_stop(args, config)
         report = run_sft(args.data, model_dir, args.out, epochs=args.epochs, learning_rate=args.learning_rate,
                          batch_size=args.batch_size, max_length=args.max_length, lora_rank=lora_rank,
-                         lora_alpha=config.trainer.lora_alpha, device=args.device, seed=args.seed, stop=stop,
+                         lora_alpha=config.trainer.lora_alpha, device=args.device,
+                         dtype=getattr(config, args.role).dtype, seed=args.seed, stop=stop,
                          gradient_checkpointing=config.trainer.gradient_checkpointing)
     except (SftError, ModelLoadError) as exc:
         print(f"kernelzero sft: {exc}", file=sys.stderr)

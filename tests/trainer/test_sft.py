@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kernelzero.app.cli import main as cli_main
-from kernelzero.bootstrap.sft import SftError, read_pairs, run_sft
+from kernelzero.bootstrap.sft import SftError, precision, read_pairs, run_sft
 from kernelzero.kit.models import TINY_QWEN2, build_random_model, load_model
 
 PAIRS = [
@@ -108,3 +108,9 @@ def test_prompt_and_completion_are_tokenized_apart_as_a_generator_sees_them(tmp_
     assert row["input_ids"][:len(prompt)] == prompt and row["input_ids"][-1] == tokenizer.eos_token_id
     assert row["completion_mask"] == [0] * len(prompt) + [1] * (len(row["input_ids"]) - len(prompt))
     assert tokenizer.decode(row["input_ids"][len(prompt):-1]) == pair["completion"]
+
+
+def test_a_model_served_in_float32_trains_without_bfloat16_autocast_on_cuda():
+    assert precision("cuda", "float32") == {"bf16": False, "tf32": True}
+    assert precision("cuda", "auto") == precision("cuda", "bfloat16") == {"bf16": True, "tf32": None}
+    assert precision("cpu", "bfloat16") == {"bf16": False, "tf32": None}

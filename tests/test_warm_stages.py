@@ -3,13 +3,15 @@ are gone when the run ends; a stage that is not kept runs as `serve_until_idle` 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import anyio
+import pytest
 
 from kernelzero.app.warm_stages import WarmStages
 from kernelzero.config import Config, EvaluatorConfig, LogConfig
-from kernelzero.log import open_log
+from kernelzero.log import LogError, open_log
 from kernelzero.schemas import SampleEvaluated, decode, make_event
 from kernelzero.stage import publish_to
 from tests.evaluator.test_service import HERE, sample
@@ -60,3 +62,31 @@ def test_the_evaluator_kept_open_serves_two_rounds_with_the_workers_it_started_o
         assert workers and fork_servers() - before == workers
     assert verdicts(url) == {"s0": "correct", "s1": "compile_error"}
     assert not fork_servers() & workers, "the kept workers outlived the run"
+
+
+def test_a_stage_opened_soon_starts_its_workers_before_its_first_run_and_serves_it_with_them(tmp_path):
+    url = f"embedded:{tmp_path / 'log.sqlite'}"
+    problem = (HERE / "problems" / "relu.py").read_text()
+    config = Config(log=LogConfig(url=url), evaluator=EvaluatorConfig(device="cpu", cpu_workers=1,
+                                                                     cache_dir=str(tmp_path / "cache"), timeout_s=60))
+    before = fork_servers()
+    with WarmStages(config) as stages:
+        stages.open_soon("evaluator")
+        stages.open_soon("evaluator")
+        deadline = time.monotonic() + 120
+        while not fork_servers() - before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        workers = fork_servers() - before
+        assert len(workers) == 1, "open_soon started no worker, or a second stage"
+        publish_to(url, [make_event(sample("s0", None, problem), correlation_id="m1", producer="test")])
+        assert stages.run("evaluator") == 0
+        assert fork_servers() - before == workers
+    assert verdicts(url) == {"s0": "compile_error"}
+
+
+def test_a_kept_stage_that_cannot_open_fails_its_run_instead_of_waiting_on_it():
+    config = Config(log=LogConfig(url="nowhere:log"), evaluator=EvaluatorConfig(device="cpu", cpu_workers=1))
+    with pytest.raises(LogError, match="unknown broker URL"):
+        with WarmStages(config) as stages:
+            stages.open_soon("validator")
+            stages.run("validator")

@@ -170,10 +170,15 @@ def run_stages(console, roles, stages: WarmStages, label: str, started: float) -
 
 
 def measure_heldout(console, journal: Journal, stages: WarmStages, rows: Path, limit: int, tag: str,
-                    started: float) -> int:
+                    started: float, open_after: tuple[str, ...] = ()) -> int:
     """The held-out modules answered by the Coder's current policy, sampled and greedy, judged and projected: two
-    steps of `journal`, so that a measurement stopped after its publication is not published again."""
+    steps of `journal`, so that a measurement stopped after its publication is not published again. The evaluator's
+    workers start while the Coder loads and answers; the kept stages `open_after` start once the modules are
+    published (the validator's duplicates then include them) and while they are judged."""
+    stages.open_soon("evaluator")
     code = journal.run(f"publish held-out {tag}", lambda: publish_heldout(stages.config, rows, limit, tag))
+    for role in () if code else open_after:
+        stages.open_soon(role)
     return code or journal.run(f"answer held-out {tag}", lambda: run_stages(
         console, ANSWER_STAGES, stages, f"held-out measurement {tag}", started))
 
@@ -295,7 +300,8 @@ def main(args, config: Config) -> int:
     config_path.write_text(dump_config(config))
     rows = Path(boot.distill_dir) / "coder_heldout.jsonl"
     with WarmStages(config) as stages:
-        code = measure_heldout(console, journal, stages, rows, args.heldout, "start", started)
+        code = measure_heldout(console, journal, stages, rows, args.heldout, "start", started,
+                               open_after=("validator",))
         for number in range(1, args.rounds + 1):
             code = code or journal.run(f"round {number}", lambda: run_stages(
                 console, STAGES, stages, f"round {number}/{args.rounds}", started))

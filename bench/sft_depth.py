@@ -6,7 +6,7 @@ CPU (results in docs/BENCHMARKS.md, The Coder from zero):
     .venv/bin/python bench/sft_depth.py --distill ~/.cache/kernelzero/demo/distill-KEY --role coder --layers 2 \
         --out /tmp/depth-coder-2
 GPU (the small Coder's SFT is half the GPU demo; is a step launch-bound, so that larger batches cost no more?):
-    kernelzero distill --modules 8000 --audit-share 0 --out /tmp/distill
+    KERNELZERO_PROPOSER_SCALE=3.0517578125e-05 kernelzero distill --modules 8000 --audit-share 0 --out /tmp/distill
     python3 bench/sft_depth.py --distill /tmp/distill --size small --layers 8 --device cuda --batch-size 16 \
         --learning-rate 4e-3 --out $OUT/small-16
 """

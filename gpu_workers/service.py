@@ -24,14 +24,21 @@ from kernelzero.gpu_workers.result import evaluation
 from kernelzero.schemas import Event, SampleEvaluated, SampleGenerated, make_event
 
 
+# a poll takes this many samples a worker: a worker that finishes takes the poll's next sample, so a poll waits for
+# its slowest job once, not once every `workers` samples; its outputs are committed together, and a process lost
+# mid-poll has its finished evaluations in the result cache when the samples come again
+POLL_ROUNDS = 4
+
+
 class EvaluatorStage:
     name = "evaluator"
     topics: Sequence[str] = ("samples.generated",)
 
-    def __init__(self, pool: EvaluatorPool, producer: str = "evaluator"):
+    def __init__(self, pool: EvaluatorPool, producer: str = "evaluator", poll_rounds: int = POLL_ROUNDS):
         self.pool = pool
         self.producer = producer  # names the worker in envelopes; the group stays "evaluator"
-        self.max_records = self.concurrency = pool.workers  # a commit per round: a lost worker costs one round
+        self.concurrency = pool.workers
+        self.max_records = poll_rounds * pool.workers
 
     async def handle(self, event: Event) -> Sequence[Event]:
         sample: SampleGenerated = event.payload

@@ -85,7 +85,8 @@ def main() -> int:
         for rounds in (int(r) for r in args.rounds.split(",")):
             wall, verdicts = anyio.run(judge, config, batch, rounds)
             results[rounds].append(round(wall, 1))
-            print(json.dumps({"rep": rep, "rounds": rounds, "wall_s": round(wall, 1), "verdicts": verdicts}), flush=True)
+            print(json.dumps({"rep": rep, "rounds": rounds, "wall_s": round(wall, 1), "verdicts": verdicts}),
+                  flush=True)
     print(json.dumps({"samples": len(batch), "device": args.device, "wall_s_by_rounds": dict(results)}))
     return 0
 

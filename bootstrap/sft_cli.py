@@ -10,7 +10,8 @@ from kernelzero.bootstrap.sft import SftError, run_sft
 def add_arguments(parser) -> None:
     parser.add_argument("--data", required=True, metavar="FILE", help="JSON lines with prompt and completion fields")
     parser.add_argument("--role", choices=("coder", "proposer"), default="coder",
-                        help="whose model to warm-start (default model and precision: [ROLE] model and dtype in the config)")
+                        help="whose model to warm-start (its default model and precision: [ROLE] model and dtype "
+                             "in the config)")
     parser.add_argument("--model", metavar="DIR", help="the starting model directory (Hugging Face layout)")
     parser.add_argument("--out", required=True, metavar="DIR", help="where the trained weights go (must not exist)")
     parser.add_argument("--epochs", type=float, default=1.0)

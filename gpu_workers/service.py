@@ -24,10 +24,10 @@ from kernelzero.gpu_workers.result import evaluation
 from kernelzero.schemas import Event, SampleEvaluated, SampleGenerated, make_event
 
 
-# a poll takes this many samples a worker: a worker that finishes takes the poll's next sample, so a poll waits for
-# its slowest job once, not once every `workers` samples; its outputs are committed together, and a process lost
-# mid-poll has its finished evaluations in the result cache when the samples come again
-POLL_ROUNDS = 4
+# a poll takes this many samples a worker, committed together: more would wait for a poll's slowest job less often
+# (bench/evaluator_polls.py; no change with the CPU's two workers), but a process sees a rebalance only at its next
+# poll, so a survivor takes over a dead process's partitions later (tests/evaluator/test_scale_out.py failed at 4)
+POLL_ROUNDS = 1
 
 
 class EvaluatorStage:

@@ -40,13 +40,28 @@ CREATE TABLE IF NOT EXISTS members (
 """
 
 
+def _into_wal(db: sqlite3.Connection, timeout_s: float) -> None:
+    """Put the file in WAL mode, waiting out other connections doing the same: SQLite answers a new file's switch
+    with "database is locked" at once, without its busy timeout, when another connection holds the file (two
+    stages opening a new log together)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 class _Connection:
     """One SQLite connection used from worker threads, one call at a time."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, timeout_s: float = 60.0):
         try:
-            self.db = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
+            _into_wal(self.db, timeout_s)
             self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes
         except sqlite3.Error as exc:
             raise LogError(f"cannot open embedded log {path}: {exc}") from exc

@@ -177,9 +177,11 @@ def measure_heldout(console, journal: Journal, stages: WarmStages, rows: Path, l
     published (the validator's duplicates then include them) and while they are judged."""
     stages.open_soon("evaluator")
     code = journal.run(f"publish held-out {tag}", lambda: publish_heldout(stages.config, rows, limit, tag))
-    for role in () if code else open_after:
+    if code:
+        return code
+    for role in open_after:
         stages.open_soon(role)
-    return code or journal.run(f"answer held-out {tag}", lambda: run_stages(
+    return journal.run(f"answer held-out {tag}", lambda: run_stages(
         console, ANSWER_STAGES, stages, f"held-out measurement {tag}", started))
 
 

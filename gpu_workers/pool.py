@@ -109,6 +109,7 @@ class EvaluatorPool:
         self.gpu_processes = max(1, gpu_processes)
         self.gpu_sharing = 1  # jobs sharing each GPU: known once started
         self._unusable: dict[str, Evaluation] = {}  # problem hash -> its problem_error
+        self._running: dict[Path, asyncio.Event] = {}  # result path -> set when its evaluation ends
         self.cache_dir = Path(os.path.expanduser(self.config.cache_dir))
         self.sandbox = Sandbox(self.config, self.cache_dir)  # probed once started
         self._signed = SignedFiles(self.cache_dir)
@@ -203,9 +204,27 @@ class EvaluatorPool:
             return static
         timed = timed and self.device_type == "cuda"
         path = self._result_path(problem_src, candidate_src, timed)
-        cached = self._cache_get(path)
-        if cached is not None:
-            return cached
+        while True:
+            cached = self._cache_get(path)
+            if cached is not None:
+                return cached
+            running = self._running.get(path)
+            if running is None:
+                break
+            # a sampled group or a held-out measurement often holds the same source twice (a fifth of a GPU
+            # demo's held-out samples): the second waits for the first's cached verdict instead of a job of its own
+            await running.wait()
+        if not self.use_cache:
+            return await self._judge(problem_src, candidate_src, timed, path)
+        self._running[path] = running = asyncio.Event()
+        try:
+            return await self._judge(problem_src, candidate_src, timed, path)
+        finally:
+            del self._running[path]
+            running.set()  # a verdict not cached (a timeout, a lost worker) sends the next waiter to a job of its own
+
+    async def _judge(self, problem_src: str, candidate_src: str, timed: bool, path: Path) -> Evaluation:
+        """The verdict of a job (and a build, and the reference's timing, where they are needed), cached at `path`."""
         ext_dir, built, compile_s = "", Built(), 0.0
         if self.device_type == "cuda" and ("load_inline" in candidate_src or "cpp_extension" in candidate_src):
             ext_dir, built, compile_s, failure = await self._build(candidate_src)

@@ -96,3 +96,29 @@ def test_a_pool_of_several_cpu_workers_is_a_cpu_pool(tmp_path: Path) -> None:
 
     workers, result = asyncio.run(scenario())
     assert workers == 2 and result.reason.startswith("static:") and result.device == "cpu"
+
+
+def test_identical_evaluations_at_once_run_one_job(tmp_path: Path) -> None:
+    """The same source judged several times at once (a group's repeated sample, a held-out measurement's) runs one
+    job and the others get its cached verdict; a verdict that is not cached (a timeout) sends each to its own job;
+    a pool without the result cache judges every one."""
+    relu = read(HERE, "problems", "relu.py")
+    good = read(HERE, "candidates", "correct_whole.py")
+    hang = read(HERE, "candidates", "hang.py")
+
+    async def scenario():
+        config = EvaluatorConfig(cache_dir=str(tmp_path / "cached"), timeout_s=5, cpu_workers=2)
+        async with EvaluatorPool(config, device="cpu") as pool:
+            shared = await asyncio.gather(*(pool.evaluate(relu, good) for _ in range(3)))
+            hung = await asyncio.gather(*(pool.evaluate(relu, hang) for _ in range(2)))
+        config = EvaluatorConfig(cache_dir=str(tmp_path / "uncached"), timeout_s=5, cpu_workers=2)
+        async with EvaluatorPool(config, device="cpu", use_cache=False) as pool:
+            uncached = await asyncio.gather(*(pool.evaluate(relu, good) for _ in range(2)))
+        return shared, hung, uncached
+
+    shared, hung, uncached = asyncio.run(scenario())
+    assert [r.verdict for r in shared] == ["correct"] * 3
+    assert sorted(r.cached for r in shared) == [False, True, True]
+    assert len(list((tmp_path / "cached" / "results").iterdir())) == 1
+    assert [(r.verdict, r.cached) for r in hung] == [("timeout", False)] * 2
+    assert [(r.verdict, r.cached) for r in uncached] == [("correct", False)] * 2

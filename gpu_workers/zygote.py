@@ -40,10 +40,11 @@ class EvaluationJobs:
         import torch.utils.flop_counter  # noqa: F401
         import triton  # noqa: F401
         from kernelzero.gpu_workers import trial  # noqa: F401  (imported once here, inherited by every fork)
-        if os.environ.get("TRITON_INTERPRET") != "1":
+        if os.environ.get("TRITON_INTERPRET") != "1" and os.path.exists("/dev/nvidiactl"):
             # Triton's CUDA helpers are a C module it compiles into its cache on first use; each job's cache is a
             # fresh folder, so every Triton job paid that compile again (0.3-0.5 s on an H100, docs/BENCHMARKS.md).
-            # Making the driver asks torch whether CUDA is available: through NVML, or cuInit would poison every fork
+            # Making the driver asks torch whether CUDA is available: through NVML, or cuInit would poison every
+            # fork (without NVIDIA's devices torch falls back to the CUDA runtime, which marks forks bad: not asked)
             os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
             from triton.runtime import driver
             driver.active  # noqa: B018  (made here, without initialising CUDA, and inherited by every fork)

@@ -10,7 +10,8 @@ A worker that dies or stops answering is replaced. Results are cached on disk by
 candidate hash, GPU, evaluator version, rule-relevant config, containment), signed
 (gpu_workers/signed_cache.py: an entry that does not verify is evaluated again); timeouts, lost
 workers, evaluator errors and memory shortages are not cached, and `use_cache=False` neither reads
-nor writes results; with the cache, an evaluation asked while the same one runs waits for its verdict. An evaluation that ran short of memory in a share while the candidate stayed
+nor writes results; with the cache, an evaluation asked while the same one runs waits for its
+verdict. An evaluation that ran short of memory in a share while the candidate stayed
 within its allowance (gpu_workers/memory.py) is run once more, alone on its GPU from the start. On a
 GPU, a problem's reference is timed once by a job of its own and every sample of it is timed alone
 against those times (gpu_workers/reference_times.py keeps them, signed, per problem, GPU and settings).
